@@ -1,0 +1,62 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+
+/// The transport of one session: an AsyncHTTPClient configured for Ferry, and the per-host
+/// limiter that decides when a request may use it.
+///
+/// AsyncHTTPClient's own redirect handling and decompression are off: Ferry follows
+/// redirects itself (per-task policy, delegate, origin rules), and downloads need the encoded
+/// bytes. The pool's per-host soft limit equals the session's limit, so the connections the
+/// pool opens match the tasks the limiter lets through.
+final class Engine: Sendable {
+    let client: HTTPClient
+    let limiter: HostLimiter
+    let configuration: SessionConfiguration
+
+    init(configuration: SessionConfiguration) {
+        self.configuration = configuration
+        var clientConfiguration = HTTPClient.Configuration(
+            redirectConfiguration: .disallow,
+            timeout: .init(connect: .seconds(Int64(min(configuration.timeoutIntervalForRequest, 3600)))),
+            connectionPool: .init(
+                idleTimeout: .milliseconds(Int64(configuration.connectionIdleTimeout * 1000)),
+                concurrentHTTP1ConnectionsPerHostSoftLimit: configuration.httpMaximumConnectionsPerHost
+            ),
+            decompression: .disabled
+        )
+        clientConfiguration.httpVersion = .automatic
+        client = HTTPClient(
+            eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
+            configuration: clientConfiguration
+        )
+        limiter = HostLimiter(limit: configuration.httpMaximumConnectionsPerHost)
+    }
+
+    deinit {
+        // The shutdown's own callbacks keep the client alive until its pool has closed.
+        client.shutdown { _ in }
+    }
+
+    func shutdown() async {
+        try? await client.shutdown()
+    }
+
+    /// Runs `body` while holding one of the origin's connection slots.
+    func withSlot<Result: Sendable>(
+        for origin: Origin,
+        _ body: () async throws -> Result
+    ) async throws -> Result {
+        try await limiter.acquire(for: origin)
+        do {
+            let result = try await body()
+            limiter.release(for: origin)
+            return result
+        } catch {
+            limiter.release(for: origin)
+            throw error
+        }
+    }
+}

@@ -1,0 +1,79 @@
+import Synchronization
+
+/// Enforces ``SessionConfiguration/httpMaximumConnectionsPerHost`` for one session.
+///
+/// Owns a ``HostScheduler`` behind a lock and parks waiting tasks on continuations. Safe to
+/// call from any thread; `acquire` honours task cancellation by leaving the queue.
+final class HostLimiter: Sendable {
+    private struct State {
+        var scheduler: HostScheduler
+        var nextTicket = 0
+        var parked: [HostScheduler.Ticket: CheckedContinuation<Void, any Error>] = [:]
+        var cancelledBeforeParking: Set<HostScheduler.Ticket> = []
+        var grantedBeforeParking: Set<HostScheduler.Ticket> = []
+    }
+
+    private let state: Mutex<State>
+
+    init(limit: Int) {
+        state = Mutex(State(scheduler: HostScheduler(limit: limit)))
+    }
+
+    /// Waits for a slot for `origin`. Throws `CancellationError` if the calling task is
+    /// cancelled while waiting; then no slot is held.
+    func acquire(for origin: Origin) async throws {
+        let ticket: HostScheduler.Ticket? = state.withLock { state in
+            state.nextTicket += 1
+            let ticket = HostScheduler.Ticket(id: state.nextTicket)
+            switch state.scheduler.acquire(ticket, for: origin) {
+            case .proceed: return nil
+            case .wait: return ticket
+            }
+        }
+        guard let ticket else { return }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let early: Result<Void, any Error>? = state.withLock { state in
+                    if state.cancelledBeforeParking.remove(ticket) != nil {
+                        return .failure(CancellationError())
+                    }
+                    if state.grantedBeforeParking.remove(ticket) != nil { return .success(()) }
+                    state.parked[ticket] = continuation
+                    return nil
+                }
+                if let early { continuation.resume(with: early) }
+            }
+        } onCancel: {
+            let continuation: CheckedContinuation<Void, any Error>? = state.withLock { state in
+                switch state.scheduler.abandon(ticket, for: origin) {
+                case .removed:
+                    if let parked = state.parked.removeValue(forKey: ticket) { return parked }
+                    state.cancelledBeforeParking.insert(ticket)
+                    return nil
+                case .notWaiting:
+                    return nil  // already granted; the grant resumes it and the owner releases
+                }
+            }
+            continuation?.resume(throwing: CancellationError())
+        }
+    }
+
+    /// Gives the slot back, waking the next waiter for `origin` if there is one.
+    func release(for origin: Origin) {
+        let next: CheckedContinuation<Void, any Error>? = state.withLock { state in
+            switch state.scheduler.release(for: origin) {
+            case .none: return nil
+            case .grant(let ticket):
+                if let parked = state.parked.removeValue(forKey: ticket) { return parked }
+                state.grantedBeforeParking.insert(ticket)
+                return nil
+            }
+        }
+        next?.resume()
+    }
+
+    /// Tasks running and waiting per origin, for tests and diagnostics.
+    var snapshot: (running: [Origin: Int], waiting: [Origin: Int]) {
+        state.withLock { ($0.scheduler.running, $0.scheduler.waiting.mapValues(\.count)) }
+    }
+}

@@ -1,0 +1,74 @@
+/// Ferry's per-origin connection limit as a value: who may run now and who waits, in order.
+///
+/// No I/O happens here. ``HostLimiter`` owns one behind its lock and parks the waiting
+/// tasks. A slot is handed from a finishing task straight to the next waiter, so the count of
+/// running tasks per origin never exceeds ``limit`` and waiters start in the order they asked.
+struct HostScheduler: Sendable {
+    /// One request for a slot.
+    struct Ticket: Hashable, Sendable {
+        var id: Int
+    }
+
+    let limit: Int
+    private(set) var running: [Origin: Int] = [:]
+    private(set) var waiting: [Origin: [Ticket]] = [:]
+
+    init(limit: Int) {
+        precondition(limit >= 1, "a per-host limit below 1 is rejected by SessionConfiguration")
+        self.limit = limit
+    }
+
+    enum AcquireAction: Sendable, Equatable {
+        /// The ticket holds a slot now.
+        case proceed
+        /// The ticket waits; ``release(for:)`` will grant it.
+        case wait
+    }
+
+    mutating func acquire(_ ticket: Ticket, for origin: Origin) -> AcquireAction {
+        let active = running[origin, default: 0]
+        if active < limit && waiting[origin, default: []].isEmpty {
+            running[origin] = active + 1
+            return .proceed
+        }
+        waiting[origin, default: []].append(ticket)
+        return .wait
+    }
+
+    enum AbandonAction: Sendable, Equatable {
+        /// The ticket was still waiting and is gone from the queue.
+        case removed
+        /// The ticket is not waiting (it was granted): its owner must ``release(for:)``.
+        case notWaiting
+    }
+
+    /// A waiting ticket gives up (its task was cancelled).
+    mutating func abandon(_ ticket: Ticket, for origin: Origin) -> AbandonAction {
+        guard var queue = waiting[origin], let index = queue.firstIndex(of: ticket) else {
+            return .notWaiting
+        }
+        queue.remove(at: index)
+        waiting[origin] = queue.isEmpty ? nil : queue
+        return .removed
+    }
+
+    enum ReleaseAction: Sendable, Equatable {
+        /// The slot is free.
+        case none
+        /// The slot passes to this waiting ticket, which may proceed.
+        case grant(Ticket)
+    }
+
+    /// A task holding a slot for `origin` is done with it.
+    mutating func release(for origin: Origin) -> ReleaseAction {
+        if var queue = waiting[origin], !queue.isEmpty {
+            let next = queue.removeFirst()
+            waiting[origin] = queue.isEmpty ? nil : queue
+            return .grant(next)
+        }
+        let active = running[origin, default: 0]
+        precondition(active > 0, "release without a matching acquire")
+        running[origin] = active > 1 ? active - 1 : nil
+        return .none
+    }
+}

@@ -1,0 +1,173 @@
+import Foundation
+import NIOCore
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A request body that is produced lazily, in bounded chunks, as the connection asks.
+///
+/// `Data` and file bodies can be produced again from the start (for 307 / 308 redirects);
+/// a stream body is one-shot. A file is read 256 KiB at a time and never loaded whole.
+enum RequestBody: Sendable {
+    case data(Data)
+    case file(URL, length: Int64)
+    case stream(ByteChunks, length: Int64?)
+
+    static let chunkSize = 256 * 1024
+
+    /// The body's length, or `nil` for a stream of unknown length (sent chunked).
+    var length: Int64? {
+        switch self {
+        case .data(let data): Int64(data.count)
+        case .file(_, let length): length
+        case .stream(_, let length): length
+        }
+    }
+
+    var isReplayable: Bool {
+        if case .stream = self { return false }
+        return true
+    }
+
+    /// A body for a file whose size is read now, once.
+    static func file(at url: URL) throws -> RequestBody {
+        var info = stat()
+        guard stat(url.path, &info) == 0 else {
+            throw FerryError(.uploadBodyFailed, "Cannot read '\(url.path)': \(String(cString: strerror(errno))).")
+        }
+        guard (info.st_mode & S_IFMT) == S_IFREG else {
+            throw FerryError(.uploadBodyFailed, "'\(url.path)' is not a regular file.")
+        }
+        return .file(url, length: Int64(info.st_size))
+    }
+
+    /// The chunks of the body, from the start.
+    func chunks() -> ByteChunks {
+        switch self {
+        case .data(let data):
+            return ByteChunks {
+                var offset = 0
+                return ByteChunks.Iterator {
+                    guard offset < data.count else { return nil }
+                    let end = min(offset + Self.chunkSize, data.count)
+                    defer { offset = end }
+                    return ByteBuffer(bytes: data[data.startIndex + offset..<data.startIndex + end])
+                }
+            }
+        case .file(let url, let length):
+            return ByteChunks {
+                let reader = FileChunkReader(url: url, expectedLength: length)
+                return ByteChunks.Iterator { try reader.next() }
+            }
+        case .stream(let chunks, _):
+            return chunks
+        }
+    }
+}
+
+/// A type-erased, `Sendable` async sequence of byte buffers.
+struct ByteChunks: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+
+    struct Iterator: AsyncIteratorProtocol {
+        let produce: () async throws -> ByteBuffer?
+        mutating func next() async throws -> ByteBuffer? { try await produce() }
+    }
+
+    let makeIterator: @Sendable () -> Iterator
+
+    init(_ makeIterator: @escaping @Sendable () -> Iterator) { self.makeIterator = makeIterator }
+
+    func makeAsyncIterator() -> Iterator { makeIterator() }
+
+    /// Wraps a caller's sequence so it can be iterated once; a second iteration throws
+    /// ``FerryError/Reason/bodyNotReplayable``.
+    static func oneShot<Source: AsyncSequence & Sendable>(_ source: Source) -> ByteChunks
+    where Source.Element: DataProtocol {
+        let used = Mutex(false)
+        return ByteChunks {
+            let first = used.withLock { used in
+                defer { used = true }
+                return !used
+            }
+            guard first else {
+                return Iterator {
+                    throw FerryError(.bodyNotReplayable, "A stream body can be sent only once.")
+                }
+            }
+            var iterator = source.makeAsyncIterator()
+            return Iterator {
+                while let element = try await iterator.next() {
+                    if element.isEmpty { continue }
+                    var buffer = ByteBuffer()
+                    buffer.writeBytes(element)
+                    return buffer
+                }
+                return nil
+            }
+        }
+    }
+}
+
+/// Reads a file in chunks; checks that the file still has the length seen when the body was
+/// made, so a file that changed size is an error rather than a wrong body.
+final class FileChunkReader {
+    private let url: URL
+    private let expectedLength: Int64
+    private var descriptor: Int32 = -1
+    private var remaining: Int64
+
+    init(url: URL, expectedLength: Int64) {
+        self.url = url
+        self.expectedLength = expectedLength
+        self.remaining = expectedLength
+    }
+
+    deinit { if descriptor >= 0 { close(descriptor) } }
+
+    func next() throws -> ByteBuffer? {
+        if descriptor == -2 { return nil }
+        if descriptor == -1 {
+            descriptor = open(url.path, O_RDONLY | O_CLOEXEC)
+            guard descriptor >= 0 else { throw failure("cannot be opened") }
+            var info = stat()
+            guard fstat(descriptor, &info) == 0, Int64(info.st_size) == expectedLength else {
+                throw FerryError(
+                    .uploadBodyFailed,
+                    "'\(url.path)' changed size after the upload was created (expected \(expectedLength) bytes)."
+                )
+            }
+        }
+        guard remaining > 0 else {
+            close(descriptor)
+            descriptor = -2
+            return nil
+        }
+        let wanted = Int(min(Int64(RequestBody.chunkSize), remaining))
+        var buffer = ByteBuffer()
+        buffer.reserveCapacity(wanted)
+        var readError: Int32 = 0
+        let count = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: wanted) { pointer in
+            while true {
+                let result = read(descriptor, pointer.baseAddress, wanted)
+                if result < 0 && errno == EINTR { continue }
+                if result < 0 { readError = errno }
+                return max(result, 0)
+            }
+        }
+        if readError != 0 { throw failure(String(cString: strerror(readError))) }
+        guard count > 0 else {
+            throw FerryError(.uploadBodyFailed, "'\(url.path)' became shorter while it was being sent.")
+        }
+        remaining -= Int64(count)
+        return buffer
+    }
+
+    private func failure(_ what: String) -> FerryError {
+        FerryError(.uploadBodyFailed, "'\(url.path)' \(what).")
+    }
+}

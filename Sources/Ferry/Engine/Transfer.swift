@@ -1,0 +1,474 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import Synchronization
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Runs one task's transfer: waits for a connection slot, sends the request, follows
+/// redirects, and streams the body into memory or a partial file, under the session's idle
+/// and resource timeouts.
+///
+/// One `Transfer` runs in one Swift task, created by ``SessionTask/resume()``; cancelling that
+/// Swift task stops it. It reports to the task (progress, events) and ends by calling
+/// ``SessionTask/transferDidFinish(error:outcome:)`` exactly once on every task it drove.
+final class Transfer: Sendable {
+    private let session: Session
+    private let origin: SessionTask
+    /// The task whose timing the watchdog reads: the data task, or the download it became.
+    private let active: Mutex<SessionTask>
+    /// Why the transfer was stopped from inside (a timeout), which wins over the
+    /// `CancellationError` the stop causes.
+    private let stopReason = Mutex<FerryError?>(nil)
+
+    init(task: SessionTask, session: Session) {
+        self.session = session
+        self.origin = task
+        self.active = Mutex(task)
+    }
+
+    private var configuration: SessionConfiguration { session.configuration }
+    private var engine: Engine { session.engine }
+
+    func run() async {
+        do {
+            let outcome = try await withTimeouts { try await self.perform() }
+            origin.transferDidFinish(error: nil, outcome: outcome)
+        } catch {
+            origin.transferDidFinish(error: ferryError(from: error), outcome: nil)
+        }
+    }
+
+    // MARK: Timeouts
+
+    private func withTimeouts(_ work: @escaping @Sendable () async throws -> TaskOutcome) async throws -> TaskOutcome {
+        try await withThrowingTaskGroup(of: TaskOutcome?.self) { group in
+            group.addTask { try await work() }
+            group.addTask {
+                try await self.watchdog()
+                return nil
+            }
+            defer { group.cancelAll() }
+            while let result = try await group.next() {
+                if let result { return result }
+            }
+            throw CancellationError()
+        }
+    }
+
+    /// Throws a timeout error when no byte moved for the idle interval, or the task ran past
+    /// its resource interval. Returns never; ends by throwing (also on cancellation).
+    private func watchdog() async throws {
+        let idle = Duration.seconds(configuration.timeoutIntervalForRequest)
+        let resource = Duration.seconds(configuration.timeoutIntervalForResource)
+        while true {
+            let task = active.withLock { $0 }
+            let deadlines = task.timeoutDeadlines(idle: idle, resource: resource)
+            let now = ContinuousClock.now
+            var timeout: FerryError?
+            if now >= deadlines.resource {
+                timeout = FerryError(
+                    .timedOut(.resource),
+                    "The transfer took longer than \(configuration.timeoutIntervalForResource) s (timeoutIntervalForResource)."
+                )
+            } else if let idleDeadline = deadlines.idle, now >= idleDeadline {
+                timeout = FerryError(
+                    .timedOut(.idle),
+                    "No data moved for \(configuration.timeoutIntervalForRequest) s (timeoutIntervalForRequest)."
+                )
+            }
+            if let timeout {
+                stopReason.withLock { $0 = timeout }
+                throw timeout
+            }
+            let next = min(deadlines.idle ?? now + .seconds(1), deadlines.resource)
+            try await Task.sleep(until: max(next, now + .milliseconds(5)), clock: .continuous)
+        }
+    }
+
+    // MARK: Exchanges and redirects
+
+    private enum Step: Sendable {
+        case finished(TaskOutcome)
+        case redirect(URLRequest, keepsBody: Bool)
+    }
+
+    private func perform() async throws -> TaskOutcome {
+        var request = origin.originalRequest
+        var body: RequestBody? = initialBody(for: request)
+        var redirects = 0
+        while true {
+            try await origin.waitWhilePaused()
+            guard let url = request.url else {
+                throw FerryError(.invalidURL, "The request has no URL.")
+            }
+            let currentRequest = request
+            let currentBody = body
+            let step = try await engine.withSlot(for: Origin(url)) {
+                try await self.exchange(currentRequest, body: currentBody, redirects: redirects)
+            }
+            switch step {
+            case .finished(let outcome):
+                return outcome
+            case .redirect(let next, let keepsBody):
+                redirects += 1
+                request = next
+                if !keepsBody { body = nil }
+                if body != nil { origin.resetSentBytes() }
+            }
+        }
+    }
+
+    private func initialBody(for request: URLRequest) -> RequestBody? {
+        if case .upload(let body) = origin.plan { return body }
+        if let data = request.httpBody { return .data(data) }
+        return nil
+    }
+
+    private func exchange(_ request: URLRequest, body: RequestBody?, redirects: Int) async throws -> Step {
+        let clientRequest = try makeClientRequest(request, body: body)
+        origin.touch()
+        let response = try await engine.client.execute(clientRequest, deadline: .distantFuture)
+        origin.touch()
+        let head = HTTPResponse(
+            url: request.url!,
+            statusCode: Int(response.status.code),
+            reasonPhrase: response.status.reasonPhrase,
+            headers: HeaderFields(response.headers.map { (name: $0.name, value: $0.value) }),
+            httpVersion: "HTTP/\(response.version.major).\(response.version.minor)"
+        )
+        if let next = try await redirect(for: request, response: head, body: body, redirects: redirects) {
+            await drain(response.body)
+            origin.setCurrentRequest(next.request, redirectedBy: head)
+            return .redirect(next.request, keepsBody: next.keepsBody)
+        }
+        origin.didReceive(response: head)
+        return .finished(try await consume(response.body, head: head))
+    }
+
+    /// The request to follow a redirect with, or `nil` when `response` is final.
+    private func redirect(
+        for request: URLRequest,
+        response: HTTPResponse,
+        body: RequestBody?,
+        redirects: Int
+    ) async throws -> (request: URLRequest, keepsBody: Bool)? {
+        let policy = origin.redirectPolicy ?? configuration.redirectPolicy
+        if case .refuse = policy.kind { return nil }
+        let plan = RedirectPlan.make(
+            for: request,
+            response: response,
+            bodyIsReplayable: body?.isReplayable ?? true,
+            hasBody: body != nil
+        )
+        switch plan {
+        case .notARedirect:
+            return nil
+        case .fail(let error):
+            throw error
+        case .follow(let proposed, let keepsBody):
+            guard var next = policy.apply(response: response, proposed: proposed) else { return nil }
+            if let delegate = session.delegate {
+                let session = self.session
+                let task = self.origin
+                let candidate = next
+                guard
+                    let answer = await session.askDelegate({
+                        await delegate.session(
+                            session,
+                            task: task,
+                            willPerformRedirection: response,
+                            newRequest: candidate
+                        )
+                    })
+                else { return nil }
+                next = answer
+            }
+            guard redirects < configuration.maximumRedirects else {
+                throw FerryError(
+                    .redirectFailed,
+                    "Stopped after \(configuration.maximumRedirects) redirects (maximumRedirects).",
+                    response: response
+                )
+            }
+            return (next, keepsBody)
+        }
+    }
+
+    /// Reads a little of a body nobody wants, so its connection can be reused; a large one
+    /// is abandoned (the connection is closed instead).
+    private func drain(_ body: HTTPClientResponse.Body) async {
+        var remaining = 64 * 1024
+        do {
+            for try await chunk in body {
+                remaining -= chunk.readableBytes
+                if remaining < 0 { break }
+            }
+        } catch {}
+    }
+
+    private func makeClientRequest(_ request: URLRequest, body: RequestBody?) throws -> HTTPClientRequest {
+        guard let url = request.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            url.host?.isEmpty == false
+        else {
+            throw FerryError(.invalidURL, "'\(request.url?.absoluteString ?? "")' is not an http(s) URL with a host.")
+        }
+        var clientRequest = HTTPClientRequest(url: url.absoluteString)
+        clientRequest.method = NIOHTTP1.HTTPMethod(rawValue: request.method.rawValue)
+        let own = request.allHTTPHeaderFields ?? [:]
+        let ownNames = Set(own.keys.map { $0.lowercased() })
+        var fields: [(String, String)] = configuration.httpAdditionalHeaders
+            .filter { !ownNames.contains($0.key.lowercased()) }
+            .sorted { $0.key < $1.key }
+            .map { ($0.key, $0.value) }
+        fields += own.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+        for (name, value) in fields {
+            let lower = name.lowercased()
+            if lower == "content-length" || lower == "transfer-encoding" { continue }
+            guard Self.isValidHeader(name: name, value: value) else {
+                throw FerryError(.invalidRequest, "The header '\(name)' has a name or value with CR, LF or NUL.")
+            }
+            clientRequest.headers.add(name: name, value: value)
+        }
+        if let body {
+            let chunks = CountingChunks(base: body.chunks(), task: origin)
+            clientRequest.body = .stream(chunks, length: body.length.map { .known($0) } ?? .unknown)
+        }
+        return clientRequest
+    }
+
+    static func isValidHeader(name: String, value: String) -> Bool {
+        guard !name.isEmpty else { return false }
+        let forbidden: Set<UInt8> = [0x0D, 0x0A, 0x00]
+        if name.utf8.contains(where: { forbidden.contains($0) || $0 == 0x20 || $0 == UInt8(ascii: ":") }) {
+            return false
+        }
+        return !value.utf8.contains(where: { forbidden.contains($0) })
+    }
+
+    // MARK: Bodies
+
+    private func consume(_ body: HTTPClientResponse.Body, head: HTTPResponse) async throws -> TaskOutcome {
+        switch origin.plan {
+        case .download(let delivery):
+            return try await download(body, head: head, into: origin, delivery: delivery)
+        case .data, .upload:
+            if let delegate = session.delegate {
+                let session = self.session
+                let task = self.origin
+                switch await session.askDelegate({ await delegate.session(session, task: task, didReceive: head) }) {
+                case .allow:
+                    break
+                case .cancel:
+                    throw FerryError(
+                        .cancelledByDelegate,
+                        "The delegate cancelled the task on its response.",
+                        response: head
+                    )
+                case .becomeDownload:
+                    return try await becomeDownload(body, head: head)
+                }
+            }
+            return try await collect(body, head: head)
+        }
+    }
+
+    private func collect(_ body: HTTPClientResponse.Body, head: HTTPResponse) async throws -> TaskOutcome {
+        let limit = configuration.maximumInMemoryBodySize
+        let tooLarge = FerryError(
+            .bodyTooLarge(limit: limit),
+            "The response body is larger than \(limit) bytes (maximumInMemoryBodySize); use a download task.",
+            response: head
+        )
+        if let expected = head.expectedContentLength, expected > limit { throw tooLarge }
+        var data = Data()
+        if let expected = head.expectedContentLength { data.reserveCapacity(Int(expected)) }
+        var iterator = body.makeAsyncIterator()
+        while true {
+            try await origin.waitWhilePaused()
+            guard let chunk = try await iterator.next() else { break }
+            guard Int64(data.count + chunk.readableBytes) <= limit else { throw tooLarge }
+            chunk.withUnsafeReadableBytes { bytes in
+                data.append(contentsOf: bytes)
+                origin.didReceive(data: bytes, publishData: true)
+            }
+        }
+        guard origin.transferWillFinish() else { throw CancellationError() }
+        return .data(data)
+    }
+
+    private func becomeDownload(_ body: HTTPClientResponse.Body, head: HTTPResponse) async throws -> TaskOutcome {
+        guard let dataTask = origin as? DataTask else { return try await collect(body, head: head) }
+        let download = try session.adoptDownload(from: dataTask, response: head)
+        active.withLock { $0 = download }
+        dataTask.publish(.becameDownload(download))
+        if dataTask.transferWillFinish() {
+            dataTask.transferDidFinish(error: nil, outcome: .becameDownload)
+        }
+        do {
+            let outcome = try await self.download(body, head: head, into: download, delivery: .delegate)
+            download.transferDidFinish(error: nil, outcome: outcome)
+        } catch {
+            download.transferDidFinish(error: ferryError(from: error), outcome: nil)
+        }
+        return .becameDownload
+    }
+
+    private func download(
+        _ body: HTTPClientResponse.Body,
+        head: HTTPResponse,
+        into task: SessionTask,
+        delivery: DownloadDelivery
+    ) async throws -> TaskOutcome {
+        guard head.isSuccess else {
+            let prefix = try? await body.collect(upTo: 64 * 1024)
+            throw FerryError(
+                .unacceptableStatusCode(head.statusCode),
+                "\(head.url.absoluteString): HTTP \(head.statusCode)\(head.reasonPhrase.isEmpty ? "" : " " + head.reasonPhrase)",
+                response: head,
+                responseBodyPrefix: prefix.map { Data($0.readableBytesView) }
+            )
+        }
+        let file = try PartialFile(in: configuration.downloadsDirectory)
+        do {
+            var throttle = ProgressThrottle()
+            var iterator = body.makeAsyncIterator()
+            while true {
+                try await task.waitWhilePaused()
+                guard let chunk = try await iterator.next() else { break }
+                try file.write(chunk)
+                let count = Int64(chunk.readableBytes)
+                let due = throttle.add(count)
+                task.didWrite(bytes: count, publish: due != nil, unpublished: due ?? 0)
+            }
+            if let rest = throttle.flush() { task.didWrite(bytes: 0, publish: true, unpublished: rest) }
+            if let expected = head.expectedContentLength, expected != file.bytesWritten {
+                throw FerryError(
+                    .badServerResponse,
+                    "The server sent \(file.bytesWritten) of the \(expected) bytes it announced.",
+                    response: head
+                )
+            }
+            try file.finish()
+        } catch {
+            file.discard()
+            throw error
+        }
+        guard task.transferWillFinish() else {
+            file.discard()
+            throw CancellationError()
+        }
+        return try await deliver(file.url, head: head, task: task, delivery: delivery)
+    }
+
+    private func deliver(
+        _ location: URL,
+        head: HTTPResponse,
+        task: SessionTask,
+        delivery: DownloadDelivery
+    )
+        async throws -> TaskOutcome
+    {
+        switch delivery {
+        case .handOver:
+            task.publish(.finishedDownloading(location: location))
+            return .file(location)
+        case .delegate:
+            await task.publishAndWaitForDelegate(.finishedDownloading(location: location))
+            try? FileManager.default.removeItem(at: location)
+            return .file(location)
+        case .destination(let destination):
+            task.publish(.finishedDownloading(location: location))
+            do {
+                let target = try destination.resolve(location, head)
+                try FileSystem.moveFile(
+                    from: location,
+                    to: target,
+                    createDirectories: destination.options.contains(.createIntermediateDirectories),
+                    replace: destination.options.contains(.removePreviousFile)
+                )
+                task.publish(.movedDownload(to: target))
+                return .file(target)
+            } catch {
+                try? FileManager.default.removeItem(at: location)
+                var failure =
+                    (error as? FerryError) ?? FerryError(.fileSystem, "Cannot move the download.", underlying: error)
+                failure.response = head
+                task.publish(.failedToMoveDownload(failure))
+                throw failure
+            }
+        }
+    }
+
+    // MARK: Errors
+
+    private func ferryError(from error: any Error) -> FerryError {
+        if let reason = stopReason.withLock({ $0 }) { return reason }
+        return Self.map(error)
+    }
+
+    static func map(_ error: any Error) -> FerryError {
+        if let error = error as? FerryError { return error }
+        if error is CancellationError { return .cancelled() }
+        if let error = error as? HTTPClientError {
+            switch error {
+            case .cancelled: return .cancelled()
+            case .invalidURL, .emptyHost, .emptyScheme:
+                return FerryError(.invalidURL, "The URL is not valid.", underlying: error)
+            case .bodyLengthMismatch:
+                return FerryError(
+                    .uploadBodyFailed,
+                    "The request body did not match its declared length.",
+                    underlying: error
+                )
+            case .readTimeout, .connectTimeout:
+                return FerryError(.timedOut(.idle), "The connection timed out.", underlying: error)
+            case .remoteConnectionClosed:
+                return FerryError(
+                    .network,
+                    "The server closed the connection before the response was complete.",
+                    underlying: error
+                )
+            default:
+                if String(describing: error).contains("unsupportedScheme") {
+                    return FerryError(.invalidURL, "The URL's scheme is not supported.", underlying: error)
+                }
+                return FerryError(.network, "The transfer failed.", underlying: error)
+            }
+        }
+        if error is HTTPParserError {
+            return FerryError(.badServerResponse, "The server's response is not valid HTTP.", underlying: error)
+        }
+        return FerryError(.network, "The connection failed.", underlying: error)
+    }
+}
+
+/// A request body that reports each chunk to its task as the connection takes it.
+struct CountingChunks: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    let base: ByteChunks
+    let task: SessionTask
+
+    struct Iterator: AsyncIteratorProtocol {
+        var base: ByteChunks.Iterator
+        let task: SessionTask
+        var throttle = ProgressThrottle()
+
+        mutating func next() async throws -> ByteBuffer? {
+            try await task.waitWhilePaused()
+            if let chunk = try await base.next() {
+                let count = Int64(chunk.readableBytes)
+                let due = throttle.add(count)
+                task.didSend(bytes: count, publish: due != nil, unpublished: due ?? 0)
+                return chunk
+            }
+            if let rest = throttle.flush() { task.didSend(bytes: 0, publish: true, unpublished: rest) }
+            return nil
+        }
+    }
+
+    func makeAsyncIterator() -> Iterator { Iterator(base: base.makeAsyncIterator(), task: task) }
+}

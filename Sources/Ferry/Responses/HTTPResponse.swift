@@ -1,0 +1,86 @@
+public import Foundation
+
+/// The head of an HTTP response: status, header fields and the URL that answered.
+///
+/// Ferry's counterpart of `HTTPURLResponse`, as a value type. ``url`` is the final URL after
+/// redirects.
+public struct HTTPResponse: Sendable, Equatable {
+    /// The URL that produced this response (after redirects).
+    public var url: URL
+    /// The status code, for example 200 or 404.
+    public var statusCode: Int
+    /// The reason phrase the server sent, for example "Not Found".
+    public var reasonPhrase: String
+    /// The header fields, in the server's order.
+    public var headers: HeaderFields
+    /// The HTTP version, for example "HTTP/1.1".
+    public var httpVersion: String
+
+    /// Creates a response head.
+    public init(
+        url: URL,
+        statusCode: Int,
+        reasonPhrase: String = "",
+        headers: HeaderFields = [:],
+        httpVersion: String = "HTTP/1.1"
+    ) {
+        self.url = url
+        self.statusCode = statusCode
+        self.reasonPhrase = reasonPhrase
+        self.headers = headers
+        self.httpVersion = httpVersion
+    }
+
+    /// The body length the server announced in `Content-Length`, or `nil` when unknown.
+    public var expectedContentLength: Int64? {
+        guard let value = headers["Content-Length"]?.trimmingCharacters(in: .whitespaces),
+            let length = Int64(value), length >= 0
+        else { return nil }
+        return length
+    }
+
+    /// The media type without parameters, lower-cased (`text/html`), if the server sent one.
+    public var mimeType: String? {
+        guard let type = headers["Content-Type"] else { return nil }
+        let essence = type.split(separator: ";", maxSplits: 1).first.map(String.init) ?? type
+        let trimmed = essence.trimmingCharacters(in: .whitespaces).lowercased()
+        return trimmed.isEmpty ? nil : trimmed
+    }
+
+    /// The `charset` parameter of `Content-Type`, lower-cased, if present.
+    public var textEncodingName: String? {
+        guard let type = headers["Content-Type"] else { return nil }
+        for parameter in type.split(separator: ";").dropFirst() {
+            let pair = parameter.split(separator: "=", maxSplits: 1)
+            guard pair.count == 2,
+                pair[0].trimmingCharacters(in: .whitespaces).lowercased() == "charset"
+            else { continue }
+            var value = pair[1].trimmingCharacters(in: .whitespaces)
+            if value.hasPrefix("\""), value.hasSuffix("\""), value.count >= 2 {
+                value = String(value.dropFirst().dropLast())
+            }
+            return value.lowercased()
+        }
+        return nil
+    }
+
+    /// A file name safe to create in a directory of the caller's choosing.
+    ///
+    /// Taken from `Content-Disposition` when present, else from the URL's last path
+    /// component, then reduced by ``SafeFilename/sanitize(_:fallback:)``: never a path, never
+    /// `..`, never a control character, never longer than 255 bytes.
+    public var suggestedFilename: String {
+        if let disposition = headers["Content-Disposition"],
+            let name = ContentDisposition(parsing: disposition)?.filename
+        {
+            let safe = SafeFilename.sanitize(name, fallback: "")
+            if !safe.isEmpty { return safe }
+        }
+        let last = url.path.split(separator: "/").last.map(String.init) ?? ""
+        let decoded = last.removingPercentEncoding ?? last
+        return SafeFilename.sanitize(decoded, fallback: "download")
+    }
+
+    /// Whether the status is in 200...299.
+    public var isSuccess: Bool { (200..<300).contains(statusCode) }
+}

@@ -1,0 +1,213 @@
+public import Foundation
+
+#if canImport(FoundationNetworking)
+public import FoundationNetworking
+#endif
+
+extension Session {
+    // MARK: Data tasks
+
+    /// A data task for `request`, created suspended: call `resume()`.
+    public func dataTask(with request: URLRequest) -> DataTask {
+        register { DataTask(identifier: $0, request: request, plan: .data, session: self) }
+    }
+
+    /// A data task for a GET of `url`.
+    public func dataTask(with url: URL) -> DataTask { dataTask(with: URLRequest(url: url)) }
+
+    /// A data task that calls `completionHandler` once, after the delegate's
+    /// `didCompleteWithError`, with the body, the response and the error.
+    public func dataTask(
+        with request: URLRequest,
+        completionHandler: @escaping @Sendable (Data?, HTTPResponse?, FerryError?) -> Void
+    ) -> DataTask {
+        let task = dataTask(with: request)
+        task.setCompletionHandler { task, error in
+            completionHandler(error == nil ? (task as? DataTask)?.receivedData : nil, task.response, error)
+        }
+        return task
+    }
+
+    // MARK: Upload tasks
+
+    /// An upload task sending `data` as the body.
+    public func uploadTask(with request: URLRequest, from data: Data) -> UploadTask {
+        makeUploadTask(request, .success(.data(data)))
+    }
+
+    /// An upload task streaming the file at `fileURL` from disk (its size is read now).
+    public func uploadTask(with request: URLRequest, fromFile fileURL: URL) -> UploadTask {
+        makeUploadTask(request, Result { try RequestBody.file(at: fileURL) }.mapError { Transfer.map($0) })
+    }
+
+    /// An upload task sending a one-shot async sequence of byte chunks.
+    ///
+    /// - Parameters:
+    ///   - stream: The body, for example an `AsyncStream<Data>`. Iterated once, as the
+    ///     connection asks; a redirect that needs the body again fails the task.
+    ///   - length: The exact length, sent as `Content-Length`; `nil` sends the body chunked.
+    public func uploadTask<Stream: AsyncSequence & Sendable>(
+        with request: URLRequest,
+        fromStream stream: Stream,
+        length: Int64?
+    ) -> UploadTask where Stream.Element: DataProtocol {
+        makeUploadTask(request, .success(.stream(.oneShot(stream), length: length)))
+    }
+
+    /// An upload task with a completion handler.
+    public func uploadTask(
+        with request: URLRequest,
+        fromFile fileURL: URL,
+        completionHandler: @escaping @Sendable (Data?, HTTPResponse?, FerryError?) -> Void
+    ) -> UploadTask {
+        let task = uploadTask(with: request, fromFile: fileURL)
+        task.setCompletionHandler { task, error in
+            completionHandler(error == nil ? (task as? DataTask)?.receivedData : nil, task.response, error)
+        }
+        return task
+    }
+
+    private func makeUploadTask(_ request: URLRequest, _ body: Result<RequestBody, FerryError>) -> UploadTask {
+        switch body {
+        case .success(let body):
+            return register { UploadTask(identifier: $0, request: request, plan: .upload(body), session: self) }
+        case .failure(let error):
+            let task = register {
+                UploadTask(identifier: $0, request: request, plan: .upload(.data(Data())), session: self)
+            }
+            task.cancel(with: error)
+            return task
+        }
+    }
+
+    // MARK: Download tasks
+
+    /// A download task. With a `destination`, the finished file is moved there; without one,
+    /// it is offered to the delegate's `didFinishDownloadingTo` and removed afterwards.
+    public func downloadTask(with request: URLRequest, to destination: DownloadDestination? = nil) -> DownloadTask {
+        let delivery: DownloadDelivery = destination.map { .destination($0) } ?? .delegate
+        return register { DownloadTask(identifier: $0, request: request, plan: .download(delivery), session: self) }
+    }
+
+    /// A download task for a GET of `url`.
+    public func downloadTask(with url: URL, to destination: DownloadDestination? = nil) -> DownloadTask {
+        downloadTask(with: URLRequest(url: url), to: destination)
+    }
+
+    /// A download task whose completion handler gets the final file URL.
+    public func downloadTask(
+        with request: URLRequest,
+        to destination: DownloadDestination,
+        completionHandler: @escaping @Sendable (URL?, HTTPResponse?, FerryError?) -> Void
+    ) -> DownloadTask {
+        let task = downloadTask(with: request, to: destination)
+        task.setCompletionHandler { task, error in
+            completionHandler(error == nil ? (task as? DownloadTask)?.fileURL : nil, task.response, error)
+        }
+        return task
+    }
+
+    // MARK: async / await
+
+    /// Loads `request` and returns its body and response. Any status is a success; check it
+    /// with ``ResponseValidation``. Cancelling the calling Swift task cancels the transfer.
+    public func data(for request: URLRequest) async throws(FerryError) -> (Data, HTTPResponse) {
+        let task = dataTask(with: request)
+        return try await run(task) { outcome in
+            if case .data(let data) = outcome { return data }
+            return Data()
+        }
+    }
+
+    /// Loads `url` with a GET.
+    public func data(from url: URL) async throws(FerryError) -> (Data, HTTPResponse) {
+        try await data(for: URLRequest(url: url))
+    }
+
+    /// Loads `request`, validates the response and turns the body into a value.
+    ///
+    /// ```swift
+    /// let user = try await session.value(for: request, as: .decodable(User.self))
+    /// ```
+    public func value<Serializer: ResponseSerializer>(
+        for request: URLRequest,
+        as serializer: Serializer,
+        validation: ResponseValidation = .successful
+    ) async throws(FerryError) -> Serializer.Output {
+        let (data, response) = try await data(for: request)
+        do {
+            try validation.validate(response, body: data)
+            return try serializer.serialize(data, response: response)
+        } catch {
+            throw Transfer.map(error)
+        }
+    }
+
+    /// Uploads `data` as the body of `request`; returns the response body and response.
+    public func upload(for request: URLRequest, from data: Data) async throws(FerryError) -> (Data, HTTPResponse) {
+        try await runUpload(uploadTask(with: request, from: data))
+    }
+
+    /// Uploads the file at `fileURL`, streamed from disk.
+    public func upload(for request: URLRequest, fromFile fileURL: URL) async throws(FerryError) -> (Data, HTTPResponse)
+    {
+        try await runUpload(uploadTask(with: request, fromFile: fileURL))
+    }
+
+    /// Uploads a one-shot async sequence of byte chunks; `length` `nil` sends it chunked.
+    public func upload<Stream: AsyncSequence & Sendable>(
+        for request: URLRequest,
+        fromStream stream: Stream,
+        length: Int64?
+    ) async throws(FerryError) -> (Data, HTTPResponse) where Stream.Element: DataProtocol {
+        try await runUpload(uploadTask(with: request, fromStream: stream, length: length))
+    }
+
+    /// Downloads `request`. With a `destination` the returned URL is there; without one it is
+    /// a file in the session's downloads directory that now belongs to the caller.
+    public func download(
+        for request: URLRequest,
+        to destination: DownloadDestination? = nil
+    ) async throws(FerryError) -> (URL, HTTPResponse) {
+        let delivery: DownloadDelivery = destination.map { .destination($0) } ?? .handOver
+        let task = register { DownloadTask(identifier: $0, request: request, plan: .download(delivery), session: self) }
+        return try await run(task) { outcome in
+            if case .file(let url) = outcome { return url }
+            return URL(fileURLWithPath: "/dev/null")
+        }
+    }
+
+    /// Downloads `url` with a GET.
+    public func download(
+        from url: URL,
+        to destination: DownloadDestination? = nil
+    ) async throws(FerryError)
+        -> (URL, HTTPResponse)
+    {
+        try await download(for: URLRequest(url: url), to: destination)
+    }
+
+    private func runUpload(_ task: UploadTask) async throws(FerryError) -> (Data, HTTPResponse) {
+        try await run(task) { outcome in
+            if case .data(let data) = outcome { return data }
+            return Data()
+        }
+    }
+
+    private func run<Value>(
+        _ task: SessionTask,
+        _ extract: (TaskOutcome?) -> Value
+    ) async throws(FerryError) -> (Value, HTTPResponse) {
+        let (error, outcome) = await withTaskCancellationHandler {
+            task.resume()
+            return await task.completion()
+        } onCancel: {
+            task.cancel()
+        }
+        if let error { throw error }
+        guard let response = task.response else {
+            throw FerryError(.badServerResponse, "The task completed without a response.")
+        }
+        return (extract(outcome), response)
+    }
+}

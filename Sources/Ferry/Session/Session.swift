@@ -1,0 +1,255 @@
+import Foundation
+import Synchronization
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Creates and runs data, upload and download tasks: Ferry's `URLSession`.
+///
+/// A session owns a connection pool, a per-host limit (tasks beyond
+/// ``SessionConfiguration/httpMaximumConnectionsPerHost`` wait in order), a directory for
+/// partial downloads, and one ordered stream of events that feeds the async APIs, the
+/// ``SessionDelegate``, completion handlers and ``events``.
+///
+/// ```swift
+/// let session = try Session(configuration: .default)
+/// let (data, response) = try await session.data(from: URL(string: "https://example.com")!)
+/// let (file, _) = try await session.download(from: url, to: .file(URL(fileURLWithPath: "big.iso")))
+/// session.finishTasksAndInvalidate()
+/// ```
+///
+/// ## Lifecycle
+/// A session lives until it is invalidated with ``finishTasksAndInvalidate()`` or
+/// ``invalidateAndCancel()``; it then publishes ``SessionEvent/didBecomeInvalid(_:)``, calls
+/// the delegate's `didBecomeInvalidWithError` and releases the delegate. Tasks asked of an
+/// invalidated session complete at once with ``FerryError/Reason/sessionInvalidated``.
+/// All members may be called from any thread.
+public final class Session: Sendable {
+    private struct State {
+        var nextTaskIdentifier = 0
+        var tasks: [Int: SessionTask] = [:]
+        var invalidation = Invalidation.valid
+        var delegate: (any SessionDelegate)?
+    }
+
+    private enum Invalidation {
+        case valid
+        case finishing
+        case invalidated
+    }
+
+    /// The configuration, copied when the session was made.
+    public let configuration: SessionConfiguration
+    let engine: Engine
+    let hub = EventHub()
+    private let state: Mutex<State>
+
+    /// Creates a session.
+    ///
+    /// - Parameters:
+    ///   - configuration: What the session does; copied.
+    ///   - delegate: Receives the session's events in order; held until invalidation.
+    /// - Throws: ``FerryError/Reason/unsupportedConfiguration`` for a background configuration
+    ///   (not yet available) or invalid limits.
+    public init(configuration: SessionConfiguration = .default, delegate: (any SessionDelegate)? = nil) throws {
+        let configuration = try configuration.validated()
+        self.configuration = configuration
+        engine = Engine(configuration: configuration)
+        state = Mutex(State(delegate: delegate))
+        startDelivery()
+    }
+
+    /// A session with the default configuration and no delegate, shared by the process.
+    public static let shared: Session = {
+        // `.default` always validates; the fallback exists only to avoid a crash path.
+        (try? Session(configuration: .default)) ?? Session(unvalidated: .default)
+    }()
+
+    private init(unvalidated configuration: SessionConfiguration) {
+        self.configuration = configuration
+        engine = Engine(configuration: configuration)
+        state = Mutex(State())
+        startDelivery()
+    }
+
+    deinit {
+        hub.finish(with: .didBecomeInvalid(nil))
+    }
+
+    /// The delegate, until the session is invalidated.
+    public var delegate: (any SessionDelegate)? { state.withLock { $0.delegate } }
+
+    /// Every event of the session from now on, in the order it happened; the stream ends
+    /// after ``SessionEvent/didBecomeInvalid(_:)``.
+    public var events: AsyncStream<SessionEvent> { hub.subscribe() }
+
+    /// The tasks that have not completed yet.
+    public var allTasks: [SessionTask] {
+        state.withLock { $0.tasks.values.sorted { $0.taskIdentifier < $1.taskIdentifier } }
+    }
+
+    var isInvalidated: Bool { state.withLock { $0.invalidation != .valid } }
+
+    // MARK: Invalidation
+
+    /// Lets running and already created tasks finish, refuses new ones, then invalidates.
+    public func finishTasksAndInvalidate() {
+        let done: Bool = state.withLock { state in
+            guard state.invalidation == .valid else { return false }
+            state.invalidation = .finishing
+            return state.tasks.isEmpty
+        }
+        if done { invalidate() }
+    }
+
+    /// Cancels every task, refuses new ones, then invalidates.
+    public func invalidateAndCancel() {
+        let tasks: [SessionTask] = state.withLock { state in
+            guard state.invalidation == .valid else { return [] }
+            state.invalidation = .finishing
+            return Array(state.tasks.values)
+        }
+        for task in tasks { task.cancel() }
+        let done = state.withLock { $0.invalidation == .finishing && $0.tasks.isEmpty }
+        if done { invalidate() }
+    }
+
+    private func invalidate() {
+        let proceed = state.withLock { state in
+            guard state.invalidation == .finishing else { return false }
+            state.invalidation = .invalidated
+            return true
+        }
+        guard proceed else { return }
+        hub.finish(with: .didBecomeInvalid(nil))
+        let engine = self.engine
+        Task { await engine.shutdown() }
+    }
+
+    func taskDidComplete(_ task: SessionTask) {
+        let invalidateNow: Bool = state.withLock { state in
+            state.tasks.removeValue(forKey: task.taskIdentifier)
+            return state.invalidation == .finishing && state.tasks.isEmpty
+        }
+        if invalidateNow { invalidate() }
+    }
+
+    // MARK: Making tasks
+
+    func register<Task: SessionTask>(_ make: (Int) -> Task) -> Task {
+        let (task, accepted): (Task, Bool) = state.withLock { state in
+            state.nextTaskIdentifier += 1
+            let task = make(state.nextTaskIdentifier)
+            guard state.invalidation == .valid else { return (task, false) }
+            state.tasks[task.taskIdentifier] = task
+            return (task, true)
+        }
+        if !accepted {
+            task.cancel(
+                with: FerryError(
+                    .sessionInvalidated,
+                    "The session was invalidated; create a new session for new tasks."
+                )
+            )
+        }
+        return task
+    }
+
+    /// A download task that continues a data task's response (disposition `.becomeDownload`).
+    func adoptDownload(from dataTask: DataTask, response: HTTPResponse) throws -> DownloadTask {
+        let download = register { identifier in
+            DownloadTask(
+                identifier: identifier,
+                request: dataTask.currentRequest,
+                plan: .download(.delegate),
+                session: self
+            )
+        }
+        guard download.adoptTransfer(of: dataTask, response: response) else {
+            throw FerryError(.sessionInvalidated, "The session was invalidated while the task became a download.")
+        }
+        return download
+    }
+
+    // MARK: Delegate delivery
+
+    /// Runs a delegate decision in the serial delivery context and returns its answer.
+    func askDelegate<Answer: Sendable>(_ decision: @escaping @Sendable () async -> Answer) async -> Answer {
+        let box = Mutex<Answer?>(nil)
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let queued = hub.enqueue {
+                let answer = await decision()
+                box.withLock { $0 = answer }
+                continuation.resume()
+            }
+            if !queued { continuation.resume() }
+        }
+        if let answer = box.withLock({ $0 }) { return answer }
+        return await decision()
+    }
+
+    private func startDelivery() {
+        let stream = hub.deliveryStream
+        let weakSelf = WeakSession(self)
+        Task {
+            for await delivery in stream {
+                switch delivery {
+                case .call(let decision):
+                    await decision()
+                case .event(let event, let done):
+                    if let session = weakSelf.value { session.deliver(event) }
+                    done?.resume()
+                }
+            }
+        }
+    }
+
+    private func deliver(_ event: SessionEvent) {
+        switch event {
+        case .didBecomeInvalid(let error):
+            let delegate = state.withLock { state in
+                defer { state.delegate = nil }
+                return state.delegate
+            }
+            delegate?.session(self, didBecomeInvalidWithError: error)
+        case .task(let task, let taskEvent):
+            let delegate = self.delegate
+            switch taskEvent {
+            case .data(let data):
+                delegate?.session(self, dataTask: task, didReceive: data)
+            case .sentBodyData(let sent, let total, let expected):
+                delegate?.session(
+                    self,
+                    task: task,
+                    didSendBodyData: sent,
+                    totalBytesSent: total,
+                    totalBytesExpectedToSend: expected
+                )
+            case .wroteData(let written, let total, let expected):
+                if let download = task as? DownloadTask {
+                    delegate?.session(
+                        self,
+                        downloadTask: download,
+                        didWriteData: written,
+                        totalBytesWritten: total,
+                        totalBytesExpectedToWrite: expected
+                    )
+                }
+            case .finishedDownloading(let location):
+                if let download = task as? DownloadTask {
+                    delegate?.session(self, downloadTask: download, didFinishDownloadingTo: location)
+                }
+            case .becameDownload(let download):
+                if let dataTask = task as? DataTask {
+                    delegate?.session(self, dataTask: dataTask, didBecome: download)
+                }
+            case .completed(let error):
+                delegate?.session(self, task: task, didCompleteWithError: error)
+                task.completionHandler?(task, error)
+            case .resumed, .suspended, .willRedirect, .response, .movedDownload, .failedToMoveDownload:
+                break
+            }
+        }
+    }
+}

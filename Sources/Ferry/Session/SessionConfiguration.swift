@@ -1,0 +1,102 @@
+public import Foundation
+
+/// How a ``Session`` behaves: headers, timeouts, per-host limits, redirects, memory bounds and
+/// where partial downloads live.
+///
+/// Start from ``default``, ``ephemeral`` or ``background(identifier:)`` and change what you
+/// need; a session copies its configuration when it is created.
+///
+/// ```swift
+/// var configuration = SessionConfiguration.default
+/// configuration.httpAdditionalHeaders = ["User-Agent": "my-tool/1.0"]
+/// configuration.httpMaximumConnectionsPerHost = 4
+/// let session = try Session(configuration: configuration)
+/// ```
+public struct SessionConfiguration: Sendable {
+    /// The kind of session.
+    public enum Kind: Sendable, Equatable {
+        /// Ordinary session; partial downloads in a directory under the system's temporary one.
+        case `default`
+        /// Keeps nothing after the session ends.
+        case ephemeral
+        /// Transfers handed to the per-user daemon so they outlive the process (not yet
+        /// available: such a session cannot be created in this version).
+        case background(identifier: String)
+    }
+
+    /// The kind of session.
+    public var kind: Kind
+
+    /// Header fields added to every request unless the request sets the same name.
+    public var httpAdditionalHeaders: [String: String] = [:]
+
+    /// Seconds a task may go without moving a byte (connecting, sending, or receiving) before
+    /// it fails with ``FerryError/Reason/timedOut(_:)`` `.idle`. A suspended task does not
+    /// count down. Default 60.
+    public var timeoutIntervalForRequest: TimeInterval = 60
+
+    /// Seconds a task may run in all, from its first `resume()` to its completion, before it
+    /// fails with `.timedOut(.resource)`. Default 7 days.
+    public var timeoutIntervalForResource: TimeInterval = 7 * 24 * 3600
+
+    /// Most connections open at once to one origin (scheme, host, port). Tasks beyond it wait
+    /// in the order they were resumed. Default 6.
+    public var httpMaximumConnectionsPerHost: Int = 6
+
+    /// What tasks do with redirects unless a task says otherwise. Default ``RedirectPolicy/follow``.
+    public var redirectPolicy: RedirectPolicy = .follow
+
+    /// Most redirects one task follows before it fails. Default 20.
+    public var maximumRedirects: Int = 20
+
+    /// Largest body a data or upload task keeps in memory; a larger one fails the task with
+    /// ``FerryError/Reason/bodyTooLarge(limit:)``. Use a download task for large bodies.
+    /// Default 64 MiB.
+    public var maximumInMemoryBodySize: Int64 = 64 * 1024 * 1024
+
+    /// Where partial downloads are written while they run. The session creates it (mode 0700).
+    /// Default: `ferry-downloads` in the system's temporary directory.
+    public var downloadsDirectory: URL
+
+    /// Seconds an idle pooled connection is kept open. Default 60.
+    public var connectionIdleTimeout: TimeInterval = 60
+
+    init(kind: Kind) {
+        self.kind = kind
+        self.downloadsDirectory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("ferry-downloads", isDirectory: true)
+    }
+
+    /// The default configuration.
+    public static var `default`: SessionConfiguration { SessionConfiguration(kind: .default) }
+
+    /// A configuration that keeps nothing on disk beyond the life of the session.
+    public static var ephemeral: SessionConfiguration { SessionConfiguration(kind: .ephemeral) }
+
+    /// A background configuration: transfers run in the per-user daemon.
+    ///
+    /// Not available yet: ``Session/init(configuration:delegate:)`` throws
+    /// ``FerryError/Reason/unsupportedConfiguration`` for it.
+    public static func background(identifier: String) -> SessionConfiguration {
+        SessionConfiguration(kind: .background(identifier: identifier))
+    }
+
+    func validated() throws -> SessionConfiguration {
+        if case .background(let identifier) = kind {
+            throw FerryError(
+                .unsupportedConfiguration,
+                "Background sessions ('\(identifier)') need the Ferry daemon, which this version does not have yet; use .default."
+            )
+        }
+        guard httpMaximumConnectionsPerHost >= 1 else {
+            throw FerryError(.unsupportedConfiguration, "httpMaximumConnectionsPerHost must be at least 1.")
+        }
+        guard timeoutIntervalForRequest > 0, timeoutIntervalForResource > 0 else {
+            throw FerryError(.unsupportedConfiguration, "Timeouts must be greater than zero.")
+        }
+        guard maximumRedirects >= 0, maximumInMemoryBodySize >= 0 else {
+            throw FerryError(.unsupportedConfiguration, "Limits must not be negative.")
+        }
+        return self
+    }
+}

@@ -1,0 +1,106 @@
+public import Foundation
+
+#if canImport(FoundationNetworking)
+public import FoundationNetworking
+#endif
+
+/// What a data task does with its response, as URLSession's `ResponseDisposition`.
+public enum ResponseDisposition: Sendable, Equatable {
+    /// Go on reading the body.
+    case allow
+    /// Cancel the task; it completes with ``FerryError/Reason/cancelledByDelegate``.
+    case cancel
+    /// Write the body to a file instead: a ``DownloadTask`` takes over.
+    case becomeDownload
+}
+
+/// Receives a session's events, one at a time, in the order they happened.
+///
+/// Shaped like `URLSessionDelegate` and its task / data / download sub-protocols, merged into
+/// one protocol whose methods all have default implementations: implement only what you need.
+///
+/// ## Lifecycle and threading
+/// The session holds its delegate strongly until it is invalidated, then calls
+/// ``session(_:didBecomeInvalidWithError:)`` last and lets it go. Calls never overlap:
+/// they come one after another from one serial delivery context, per task in event order
+/// and across tasks in the order events happened. The `async` methods are decisions: the
+/// task waits for their answer. Do not block in a method; hand long work elsewhere.
+public protocol SessionDelegate: AnyObject, Sendable {
+    /// A data or upload task's final response arrived; answer whether to read the body.
+    func session(
+        _ session: Session,
+        task: SessionTask,
+        didReceive response: HTTPResponse
+    ) async
+        -> ResponseDisposition
+    /// A redirect is about to be followed; return the request to send, or `nil` to stop and
+    /// complete with the 3xx response.
+    func session(
+        _ session: Session,
+        task: SessionTask,
+        willPerformRedirection response: HTTPResponse,
+        newRequest: URLRequest
+    ) async -> URLRequest?
+    /// Body bytes arrived for a data or upload task.
+    func session(_ session: Session, dataTask: SessionTask, didReceive data: Data)
+    /// Request body bytes were sent.
+    func session(
+        _ session: Session,
+        task: SessionTask,
+        didSendBodyData bytesSent: Int64,
+        totalBytesSent: Int64,
+        totalBytesExpectedToSend: Int64?
+    )
+    /// Body bytes were written to a download's partial file.
+    func session(
+        _ session: Session,
+        downloadTask: DownloadTask,
+        didWriteData bytesWritten: Int64,
+        totalBytesWritten: Int64,
+        totalBytesExpectedToWrite: Int64?
+    )
+    /// A download is complete at `location`. When the task has no destination, move the file
+    /// during this call: it is removed afterwards, as URLSession does.
+    func session(_ session: Session, downloadTask: DownloadTask, didFinishDownloadingTo location: URL)
+    /// A data task became a download task.
+    func session(_ session: Session, dataTask: DataTask, didBecome downloadTask: DownloadTask)
+    /// A task completed; `nil` is success. Called exactly once per task.
+    func session(_ session: Session, task: SessionTask, didCompleteWithError error: FerryError?)
+    /// The session was invalidated. The last call the delegate gets.
+    func session(_ session: Session, didBecomeInvalidWithError error: FerryError?)
+}
+
+extension SessionDelegate {
+    public func session(
+        _ session: Session,
+        task: SessionTask,
+        didReceive response: HTTPResponse
+    )
+        async -> ResponseDisposition
+    { .allow }
+    public func session(
+        _ session: Session,
+        task: SessionTask,
+        willPerformRedirection response: HTTPResponse,
+        newRequest: URLRequest
+    ) async -> URLRequest? { newRequest }
+    public func session(_ session: Session, dataTask: SessionTask, didReceive data: Data) {}
+    public func session(
+        _ session: Session,
+        task: SessionTask,
+        didSendBodyData bytesSent: Int64,
+        totalBytesSent: Int64,
+        totalBytesExpectedToSend: Int64?
+    ) {}
+    public func session(
+        _ session: Session,
+        downloadTask: DownloadTask,
+        didWriteData bytesWritten: Int64,
+        totalBytesWritten: Int64,
+        totalBytesExpectedToWrite: Int64?
+    ) {}
+    public func session(_ session: Session, downloadTask: DownloadTask, didFinishDownloadingTo location: URL) {}
+    public func session(_ session: Session, dataTask: DataTask, didBecome downloadTask: DownloadTask) {}
+    public func session(_ session: Session, task: SessionTask, didCompleteWithError error: FerryError?) {}
+    public func session(_ session: Session, didBecomeInvalidWithError error: FerryError?) {}
+}

@@ -1,0 +1,71 @@
+public import Foundation
+
+#if canImport(FoundationNetworking)
+public import FoundationNetworking
+#endif
+
+/// Something that happened to one task. Every API style is fed from these.
+///
+/// Per task, events arrive in this order: `resumed`, then any `willRedirect`, then
+/// `response`, then `data` / `sentBodyData` / `wroteData` (interleaved with `suspended` /
+/// `resumed`), then for downloads `finishedDownloading` and `movedDownload` (or
+/// `failedToMoveDownload`), and last exactly one `completed`.
+public enum TaskEvent: Sendable {
+    /// The task started or continued.
+    case resumed
+    /// The task stopped reading; its connection stays open (back-pressure).
+    case suspended
+    /// A redirect is being followed with `newRequest`.
+    case willRedirect(response: HTTPResponse, newRequest: URLRequest)
+    /// The final response head arrived.
+    case response(HTTPResponse)
+    /// Body bytes arrived (data and upload tasks).
+    case data(Data)
+    /// Request body bytes were handed to the connection. `totalBytesExpectedToSend` is
+    /// `nil` for a stream of unknown length.
+    case sentBodyData(bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64?)
+    /// Body bytes were written to the partial file. `totalBytesExpectedToWrite` is `nil` when
+    /// the server did not say.
+    case wroteData(bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64?)
+    /// The data task's body continues in `downloadTask` (disposition `.becomeDownload`).
+    case becameDownload(DownloadTask)
+    /// The whole body is on disk at `location` (a file in the session's directory).
+    case finishedDownloading(location: URL)
+    /// The downloaded file was moved to its destination.
+    case movedDownload(to: URL)
+    /// The downloaded file could not be moved to its destination.
+    case failedToMoveDownload(FerryError)
+    /// The task ended: `nil` is success. Sent exactly once, always last.
+    case completed(FerryError?)
+}
+
+/// Something that happened in a session: a task's event, or the session's end.
+///
+/// The session-wide stream plays the role of AFNetworking's notifications
+/// (`AFNetworkingTaskDidResumeNotification`, `…DidCompleteNotification`, …).
+public enum SessionEvent: Sendable {
+    /// An event of `task`.
+    case task(SessionTask, TaskEvent)
+    /// The session was invalidated; no task will run in it again.
+    case didBecomeInvalid(FerryError?)
+}
+
+/// How far a transfer has come.
+public struct TransferProgress: Sendable, Equatable {
+    /// Bytes done.
+    public var completedBytes: Int64
+    /// Bytes expected, or `nil` while unknown.
+    public var totalBytes: Int64?
+
+    public init(completedBytes: Int64 = 0, totalBytes: Int64? = nil) {
+        self.completedBytes = completedBytes
+        self.totalBytes = totalBytes
+    }
+
+    /// `completedBytes / totalBytes`, or `nil` while the total is unknown.
+    public var fractionCompleted: Double? {
+        guard let totalBytes else { return nil }
+        guard totalBytes > 0 else { return 1 }
+        return min(1, Double(completedBytes) / Double(totalBytes))
+    }
+}

@@ -1,0 +1,163 @@
+public import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Synchronization
+
+/// A real HTTP/1.1 server on loopback for Ferry's tests: deterministic content of any size,
+/// RFC 9110 ranges and validators, an upload sink, echo, redirects, Basic auth, slow drip,
+/// and faults a test chooses per request.
+///
+/// Start one per test (it binds a free port), use ``baseURL``, and ``shutdown()`` at the end:
+///
+/// ```swift
+/// let server = try await FerryTestServer.start()
+/// defer { Task { try await server.shutdown() } }
+/// let url = server.url("/bytes/1048576?seed=7")
+/// ```
+///
+/// Routes are listed in `docs/TestServer.md`. The server counts concurrent connections per
+/// client address (``connectionStats``) so tests can check per-host limits.
+public final class FerryTestServer: Sendable {
+    /// The port the server listens on.
+    public let port: Int
+    /// The address it listens on.
+    public let host: String
+    private let channel: NIOAsyncChannel<NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>, Never>
+    private let acceptLoop: Mutex<Task<Void, Never>?> = Mutex(nil)
+    let stats = Mutex(ConnectionStats())
+
+    /// Connection counts seen by the server.
+    public struct ConnectionStats: Sendable, Equatable {
+        /// Connections open now.
+        public var current = 0
+        /// The most connections open at once since the last ``FerryTestServer/resetStats()``.
+        public var peak = 0
+        /// Connections accepted in all.
+        public var total = 0
+        /// Requests answered in all.
+        public var requests = 0
+        /// Per client address: connections open now and the most open at once.
+        public var perClient: [String: PerClient] = [:]
+
+        public struct PerClient: Sendable, Equatable {
+            public var current = 0
+            public var peak = 0
+        }
+    }
+
+    private init(
+        channel: NIOAsyncChannel<NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>, Never>,
+        host: String,
+        port: Int
+    ) {
+        self.channel = channel
+        self.host = host
+        self.port = port
+    }
+
+    /// Starts a server on `host` and `port` (0 picks a free port).
+    public static func start(host: String = "127.0.0.1", port: Int = 0) async throws -> FerryTestServer {
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .bind(host: host, port: port) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                    return try NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>(
+                        wrappingChannelSynchronously: channel
+                    )
+                }
+            }
+        let boundPort = channel.channel.localAddress?.port ?? port
+        let server = FerryTestServer(channel: channel, host: host, port: boundPort)
+        let loop = Task { await server.acceptConnections() }
+        server.acceptLoop.withLock { $0 = loop }
+        return server
+    }
+
+    /// `http://host:port`.
+    public var baseURL: URL { URL(string: "http://\(host):\(port)")! }
+
+    /// A URL on this server; `pathAndQuery` starts with `/`.
+    public func url(_ pathAndQuery: String) -> URL { URL(string: "http://\(host):\(port)\(pathAndQuery)")! }
+
+    /// Connection counts so far.
+    public var connectionStats: ConnectionStats { stats.withLock { $0 } }
+
+    /// Sets the peaks and totals back to the current counts.
+    public func resetStats() {
+        stats.withLock { stats in
+            stats.peak = stats.current
+            stats.total = 0
+            stats.requests = 0
+            for key in stats.perClient.keys { stats.perClient[key]!.peak = stats.perClient[key]!.current }
+        }
+    }
+
+    /// Stops accepting and closes every connection.
+    public func shutdown() async {
+        let loop = acceptLoop.withLock { $0 }
+        loop?.cancel()
+        try? await channel.channel.close()
+        await loop?.value
+    }
+
+    /// Runs until `shutdown()` or cancellation.
+    public func run() async {
+        let loop = acceptLoop.withLock { $0 }
+        await withTaskCancellationHandler {
+            await loop?.value
+        } onCancel: {
+            loop?.cancel()
+        }
+    }
+
+    private func acceptConnections() async {
+        do {
+            try await channel.executeThenClose { inbound in
+                try await withThrowingDiscardingTaskGroup { group in
+                    for try await connection in inbound {
+                        group.addTask { await self.serve(connection) }
+                    }
+                }
+            }
+        } catch {
+            // Closed by shutdown or cancellation.
+        }
+    }
+
+    private func serve(_ connection: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>) async {
+        let client = connection.channel.remoteAddress?.ipAddress ?? "unknown"
+        stats.withLock { stats in
+            stats.current += 1
+            stats.total += 1
+            stats.peak = max(stats.peak, stats.current)
+            var entry = stats.perClient[client, default: .init()]
+            entry.current += 1
+            entry.peak = max(entry.peak, entry.current)
+            stats.perClient[client] = entry
+        }
+        defer {
+            stats.withLock { stats in
+                stats.current -= 1
+                stats.perClient[client]?.current -= 1
+            }
+        }
+        do {
+            try await connection.executeThenClose { inbound, outbound in
+                var iterator = inbound.makeAsyncIterator()
+                while let part = try await iterator.next() {
+                    guard case .head(let head) = part else { continue }
+                    let request = try await RequestReader.read(head: head, from: &iterator)
+                    stats.withLock { $0.requests += 1 }
+                    let keepOpen = try await Responder(server: self, request: request, outbound: outbound).respond()
+                    if !keepOpen || !head.isKeepAlive { return }
+                }
+            }
+        } catch {
+            // The client went away or a fault closed the connection.
+        }
+    }
+}

@@ -1,0 +1,215 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+
+/// Answers one request. Returns whether the connection may be kept open.
+struct Responder {
+    let server: FerryTestServer
+    let request: TestRequest
+    let outbound: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>
+
+    static let lastModified = "Wed, 21 Oct 2015 07:28:00 GMT"
+    static let chunkSize: Int64 = 64 * 1024
+
+    func respond() async throws -> Bool {
+        if let delay = request.queryInt("delay"), delay > 0 {
+            try await Task.sleep(for: .milliseconds(delay))
+        }
+        let segments = request.path.split(separator: "/").map(String.init)
+        switch segments.first {
+        case "bytes", "file":
+            guard segments.count >= 2, let size = Int64(segments[1]), size >= 0 else {
+                return try await text(.badRequest, "usage: /bytes/SIZE\n")
+            }
+            return try await content(size: size, name: segments.count >= 3 ? segments[2] : nil)
+        case "status":
+            let code = segments.count >= 2 ? Int(segments[1]) ?? 400 : 400
+            return try await text(HTTPResponseStatus(statusCode: code), "status \(code)\n")
+        case "sink":
+            return try await json(
+                .ok,
+                [
+                    "bytes": request.bodyLength, "sha256": request.bodySHA256,
+                    "method": request.method.rawValue,
+                    "contentType": request.headers.first(name: "content-type") ?? "",
+                    "chunked": request.headers.first(name: "transfer-encoding")?.lowercased() == "chunked",
+                ]
+            )
+        case "echo":
+            return try await json(
+                .ok,
+                [
+                    "method": request.method.rawValue,
+                    "uri": request.head.uri,
+                    "headers": request.headers.map { [$0.name, $0.value] },
+                    "body": String(decoding: request.body, as: UTF8.self),
+                    "bodyLength": request.bodyLength,
+                ]
+            )
+        case "redirect":
+            return try await redirect(segments)
+        case "redirect-to":
+            let status = HTTPResponseStatus(statusCode: Int(request.query["status"] ?? "302") ?? 302)
+            return try await send(status, headers: [("Location", request.query["url"] ?? "/")], body: nil)
+        case "basic-auth":
+            return try await basicAuth(segments)
+        case "stats":
+            let stats = server.connectionStats
+            return try await json(.ok, ["current": stats.current, "peak": stats.peak, "total": stats.total])
+        case "drip":
+            let size = request.queryInt("bytes") ?? 1024
+            return try await content(size: size, name: nil)
+        default:
+            return try await text(.notFound, "no route for \(request.path)\n")
+        }
+    }
+
+    // MARK: Content with ranges, validators and faults
+
+    /// Serves deterministic content. Query options: `seed`, `etag=none|weak`, `lastmod=none`,
+    /// `ignore-range`, `short206=N`, `close-after=N`, `lie-length=N`, `drip=N&interval=MS`,
+    /// `type=`, `filename=`, `disposition=` (raw header).
+    private func content(size: Int64, name: String?) async throws -> Bool {
+        let seed = UInt64(request.queryInt("seed") ?? 0)
+        var headers: [(String, String)] = [("Accept-Ranges", "bytes")]
+        let etag = "\"\(String(size, radix: 16))-\(String(seed, radix: 16))\""
+        switch request.query["etag"] {
+        case "none": break
+        case "weak": headers.append(("ETag", "W/" + etag))
+        default: headers.append(("ETag", etag))
+        }
+        if request.query["lastmod"] != "none" { headers.append(("Last-Modified", Self.lastModified)) }
+        headers.append(("Content-Type", request.query["type"] ?? "application/octet-stream"))
+        if let filename = request.query["filename"] {
+            headers.append(("Content-Disposition", "attachment; filename=\"\(filename)\""))
+        }
+        if let disposition = request.query["disposition"] { headers.append(("Content-Disposition", disposition)) }
+
+        var range: Range<Int64> = 0..<size
+        var status = HTTPResponseStatus.ok
+        if !request.flag("ignore-range") && ifRangeMatches(etag: etag, weak: request.query["etag"] == "weak") {
+            switch ByteRangeRequest(header: request.headers.first(name: "range"), size: size) {
+            case .full:
+                break
+            case .unsatisfiable:
+                return try await send(
+                    .rangeNotSatisfiable,
+                    headers: headers + [("Content-Range", "bytes */\(size)")],
+                    body: nil
+                )
+            case .partial(let requested):
+                range = requested
+                if let short = request.queryInt("short206"), short > 0, short < range.count {
+                    range = range.lowerBound..<(range.lowerBound + short)
+                }
+                status = .partialContent
+                headers.append(("Content-Range", "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(size)"))
+            }
+        }
+        let announced = request.queryInt("lie-length") ?? Int64(range.count)
+        headers.append(("Content-Length", String(announced)))
+        try await outbound.write(.head(head(status, headers)))
+        if request.method == .HEAD {
+            try await outbound.write(.end(nil))
+            return true
+        }
+        let closeAfter = request.queryInt("close-after")
+        let drip = request.queryInt("drip")
+        let interval = request.queryInt("interval") ?? 100
+        var offset = range.lowerBound
+        var sent: Int64 = 0
+        while offset < range.upperBound {
+            var chunk = drip.map { max(1, $0) } ?? Self.chunkSize
+            chunk = min(chunk, range.upperBound - offset)
+            if let closeAfter { chunk = min(chunk, closeAfter - sent) }
+            if chunk <= 0 { return false }
+            var buffer = ByteBufferAllocator().buffer(capacity: Int(chunk))
+            TestContent.write(offset..<(offset + chunk), seed: seed, into: &buffer)
+            try await outbound.write(.body(.byteBuffer(buffer)))
+            offset += chunk
+            sent += chunk
+            if drip != nil { try await Task.sleep(for: .milliseconds(interval)) }
+        }
+        if let closeAfter, sent >= closeAfter, offset < range.upperBound { return false }
+        if announced != Int64(range.count) { return false }
+        try await outbound.write(.end(nil))
+        return true
+    }
+
+    /// RFC 9110 §13.1.5: a Range is honoured only if If-Range is absent or matches the
+    /// current representation by strong comparison (a weak tag never matches).
+    private func ifRangeMatches(etag: String, weak: Bool) -> Bool {
+        guard let ifRange = request.headers.first(name: "if-range")?.trimmingCharacters(in: .whitespaces) else {
+            return true
+        }
+        if ifRange.hasPrefix("\"") || ifRange.hasPrefix("W/") {
+            return !weak && !ifRange.hasPrefix("W/") && ifRange == etag && request.query["etag"] != "none"
+        }
+        return ifRange == Self.lastModified && request.query["lastmod"] != "none"
+    }
+
+    // MARK: Other routes
+
+    private func redirect(_ segments: [String]) async throws -> Bool {
+        let remaining = segments.count >= 2 ? Int(segments[1]) ?? 1 : 1
+        let status = HTTPResponseStatus(statusCode: Int(request.query["status"] ?? "302") ?? 302)
+        var query = request.query
+        query.removeValue(forKey: "status")
+        let target: String
+        if remaining > 1 {
+            target = "/redirect/\(remaining - 1)" + Self.queryString(request.query)
+        } else {
+            target = request.query["to"] ?? "/bytes/16"
+        }
+        return try await send(status, headers: [("Location", target)], body: Data("redirecting\n".utf8))
+    }
+
+    private func basicAuth(_ segments: [String]) async throws -> Bool {
+        let user = segments.count >= 2 ? segments[1] : "user"
+        let password = segments.count >= 3 ? segments[2] : "pass"
+        let expected = "Basic " + Data("\(user):\(password)".utf8).base64EncodedString()
+        if request.headers.first(name: "authorization") == expected {
+            return try await json(.ok, ["authenticated": true, "user": user])
+        }
+        return try await send(
+            .unauthorized,
+            headers: [("WWW-Authenticate", "Basic realm=\"ferry\""), ("Content-Type", "text/plain")],
+            body: Data("authentication required\n".utf8)
+        )
+    }
+
+    static func queryString(_ query: [String: String]) -> String {
+        guard !query.isEmpty else { return "" }
+        var components = URLComponents()
+        components.queryItems = query.sorted { $0.key < $1.key }.map { URLQueryItem(name: $0.key, value: $0.value) }
+        return "?" + (components.percentEncodedQuery ?? "")
+    }
+
+    // MARK: Writing
+
+    private func head(_ status: HTTPResponseStatus, _ headers: [(String, String)]) -> HTTPResponseHead {
+        var fields = HTTPHeaders(headers)
+        if !request.head.isKeepAlive { fields.replaceOrAdd(name: "Connection", value: "close") }
+        return HTTPResponseHead(version: .http1_1, status: status, headers: fields)
+    }
+
+    private func send(_ status: HTTPResponseStatus, headers: [(String, String)], body: Data?) async throws -> Bool {
+        var headers = headers
+        headers.append(("Content-Length", String(request.method == .HEAD ? 0 : body?.count ?? 0)))
+        try await outbound.write(.head(head(status, headers)))
+        if let body, !body.isEmpty, request.method != .HEAD {
+            try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: body))))
+        }
+        try await outbound.write(.end(nil))
+        return true
+    }
+
+    private func text(_ status: HTTPResponseStatus, _ body: String) async throws -> Bool {
+        try await send(status, headers: [("Content-Type", "text/plain; charset=utf-8")], body: Data(body.utf8))
+    }
+
+    private func json(_ status: HTTPResponseStatus, _ object: [String: Any]) async throws -> Bool {
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
+        return try await send(status, headers: [("Content-Type", "application/json")], body: data)
+    }
+}

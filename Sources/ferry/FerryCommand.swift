@@ -1,0 +1,17 @@
+import ArgumentParser
+
+/// The `ferry` command-line tool.
+@main
+struct FerryCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ferry",
+        abstract: "HTTP transfers that are complete, fast and never wrong.",
+        discussion: """
+            Exit codes: 0 success, 1 other failure, 3 invalid URL, 7 network failure,
+            8 bad server response, 22 HTTP error status, 23 file system error, 28 timeout,
+            47 too many redirects, 64 usage error, 130 interrupted.
+            """,
+        version: "0.1.0",
+        subcommands: [GetCommand.self]
+    )
+}

@@ -1,0 +1,46 @@
+import Ferry
+import Foundation
+
+/// `--json` output: one JSON object per line on standard output.
+enum JSONEvents {
+    static func emit(_ fields: [String: Any]) {
+        guard let data = try? JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys]) else { return }
+        FileHandle.standardOutput.write(data + Data("\n".utf8))
+    }
+
+    static func emit(_ event: TaskEvent) {
+        switch event {
+        case .resumed:
+            emit(["event": "resumed"])
+        case .suspended:
+            emit(["event": "suspended"])
+        case .willRedirect(let response, let request):
+            emit([
+                "event": "redirect", "status": response.statusCode,
+                "location": request.url?.absoluteString ?? "",
+            ])
+        case .response(let response):
+            var fields: [String: Any] = [
+                "event": "response", "status": response.statusCode, "url": response.url.absoluteString,
+            ]
+            if let length = response.expectedContentLength { fields["contentLength"] = length }
+            emit(fields)
+        case .wroteData(_, let total, let expected):
+            var fields: [String: Any] = ["event": "progress", "bytes": total]
+            if let expected { fields["total"] = expected }
+            emit(fields)
+        case .movedDownload(let url):
+            emit(["event": "saved", "file": url.path])
+        case .failedToMoveDownload(let error):
+            emit(["event": "saveFailed", "error": error.description])
+        case .completed(let error):
+            if let error {
+                emit(["event": "failed", "error": error.description, "reason": "\(error.reason)"])
+            } else {
+                emit(["event": "completed"])
+            }
+        case .data, .sentBodyData, .becameDownload, .finishedDownloading:
+            break
+        }
+    }
+}
