@@ -68,7 +68,7 @@ struct Responder {
 
     /// Serves deterministic content. Query options: `seed`, `etag=none|weak`, `lastmod=none`,
     /// `ignore-range`, `short206=N`, `close-after=N`, `lie-length=N`, `drip=N&interval=MS`,
-    /// `type=`, `filename=`, `disposition=` (raw header).
+    /// `type=`, `filename=`, `disposition=` (raw header), `chunked` (no Content-Length).
     private func content(size: Int64, name: String?) async throws -> Bool {
         let seed = UInt64(request.queryInt("seed") ?? 0)
         var headers: [(String, String)] = [("Accept-Ranges", "bytes")]
@@ -107,7 +107,7 @@ struct Responder {
             }
         }
         let announced = request.queryInt("lie-length") ?? Int64(range.count)
-        headers.append(("Content-Length", String(announced)))
+        if !request.flag("chunked") { headers.append(("Content-Length", String(announced))) }
         try await outbound.write(.head(head(status, headers)))
         if request.method == .HEAD {
             try await outbound.write(.end(nil))

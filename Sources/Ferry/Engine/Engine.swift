@@ -20,7 +20,9 @@ final class Engine: Sendable {
         self.configuration = configuration
         var clientConfiguration = HTTPClient.Configuration(
             redirectConfiguration: .disallow,
-            timeout: .init(connect: .seconds(Int64(min(configuration.timeoutIntervalForRequest, 3600)))),
+            timeout: .init(
+                connect: .milliseconds(max(1, Int64(min(configuration.timeoutIntervalForRequest, 3600) * 1000)))
+            ),
             connectionPool: .init(
                 idleTimeout: .milliseconds(Int64(configuration.connectionIdleTimeout * 1000)),
                 concurrentHTTP1ConnectionsPerHostSoftLimit: configuration.httpMaximumConnectionsPerHost
@@ -28,6 +30,9 @@ final class Engine: Sendable {
             decompression: .disabled
         )
         clientConfiguration.httpVersion = .automatic
+        // A refused or failed connection fails the request at once, as URLSession does;
+        // retrying is the retry policy's decision, not the pool's.
+        clientConfiguration.connectionPool.retryConnectionEstablishment = false
         client = HTTPClient(
             eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
             configuration: clientConfiguration

@@ -1,0 +1,92 @@
+import Crypto
+import Ferry
+import FerryTestServer
+import Foundation
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Runs `body` with a fresh FerryTestServer on a free loopback port, shut down afterwards.
+func withServer<Result>(_ body: (FerryTestServer) async throws -> Result) async throws -> Result {
+    let server = try await FerryTestServer.start()
+    do {
+        let result = try await body(server)
+        await server.shutdown()
+        return result
+    } catch {
+        await server.shutdown()
+        throw error
+    }
+}
+
+/// A new, empty directory under the system's temporary one.
+func makeTemporaryDirectory(_ label: String = "test") throws -> URL {
+    let url = FileManager.default.temporaryDirectory
+        .appendingPathComponent("ferry-\(label)-\(UUID().uuidString.prefix(8))", isDirectory: true)
+    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    return url
+}
+
+/// A session whose downloads directory is private to the test.
+func makeSession(
+    delegate: (any SessionDelegate)? = nil,
+    _ configure: (inout SessionConfiguration) -> Void = { _ in }
+) throws -> Session {
+    var configuration = SessionConfiguration.default
+    configuration.downloadsDirectory = try makeTemporaryDirectory("partials")
+    configure(&configuration)
+    return try Session(configuration: configuration, delegate: delegate)
+}
+
+/// Names of the files in `directory` (empty when it does not exist).
+func files(in directory: URL) -> [String] {
+    ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).sorted()
+}
+
+func sha256(of file: URL) throws -> String {
+    let handle = try FileHandle(forReadingFrom: file)
+    defer { try? handle.close() }
+    var hasher = SHA256()
+    while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty { hasher.update(data: chunk) }
+    return hasher.finalize().map { String(format: "%02x", $0) }.joined()
+}
+
+/// Collects a task's events until its completion.
+func collectEvents(_ stream: AsyncStream<TaskEvent>) async -> [TaskEvent] {
+    var events: [TaskEvent] = []
+    for await event in stream { events.append(event) }
+    return events
+}
+
+extension TaskEvent {
+    var name: String {
+        switch self {
+        case .resumed: "resumed"
+        case .suspended: "suspended"
+        case .willRedirect: "willRedirect"
+        case .response: "response"
+        case .data: "data"
+        case .sentBodyData: "sentBodyData"
+        case .wroteData: "wroteData"
+        case .becameDownload: "becameDownload"
+        case .finishedDownloading: "finishedDownloading"
+        case .movedDownload: "movedDownload"
+        case .failedToMoveDownload: "failedToMoveDownload"
+        case .completed: "completed"
+        }
+    }
+
+    var completionError: FerryError?? {
+        if case .completed(let error) = self { return .some(error) }
+        return .none
+    }
+}
+
+struct SinkReport: Decodable {
+    var bytes: Int64
+    var sha256: String
+    var method: String
+    var chunked: Bool
+}

@@ -1,0 +1,90 @@
+import Ferry
+import FerryTestServer
+import Foundation
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+@Suite("Per-host limit")
+struct SchedulingTests {
+    @Test func twentyDownloadsNeverUseMoreThanSixConnections() async throws {
+        try await withServer { server in
+            let session = try makeSession { $0.httpMaximumConnectionsPerHost = 6 }
+            let directory = try makeTemporaryDirectory()
+            // Slow bodies keep every admitted download on its connection for a while.
+            let tasks = (0..<20).map { index in
+                session.downloadTask(
+                    with: server.url("/bytes/40000?seed=\(index)&drip=10000&interval=20"),
+                    to: .file(directory.appendingPathComponent("\(index).bin"))
+                )
+            }
+            let results = try await withThrowingTaskGroup(of: FerryError?.self) { group in
+                for task in tasks {
+                    let events = task.events
+                    group.addTask { await collectEvents(events).last?.completionError ?? nil }
+                }
+                for task in tasks { task.resume() }
+                return try await group.reduce(into: [FerryError?]()) { $0.append($1) }
+            }
+            #expect(results.count == 20)
+            #expect(results.allSatisfy { $0 == nil })
+            for index in 0..<20 {
+                let file = directory.appendingPathComponent("\(index).bin")
+                #expect(try Data(contentsOf: file) == TestContent.data(size: 40_000, seed: UInt64(index)))
+            }
+            let stats = server.connectionStats
+            #expect(stats.requests == 20)
+            #expect(stats.peak == 6, "the server saw \(stats.peak) concurrent connections")
+            #expect(stats.perClient.values.allSatisfy { $0.peak <= 6 })
+        }
+    }
+
+    @Test func waitingTasksStartInOrder() async throws {
+        try await withServer { server in
+            let session = try makeSession { $0.httpMaximumConnectionsPerHost = 1 }
+            let order = MutexBox<[Int]>([])
+            let tasks = (0..<5).map { index in
+                session.dataTask(with: server.url("/bytes/1000?drip=500&interval=10&seed=\(index)"))
+            }
+            await withTaskGroup(of: Void.self) { group in
+                for (index, task) in tasks.enumerated() {
+                    let events = task.events
+                    group.addTask {
+                        for await event in events {
+                            if case .response = event { order.mutate { $0.append(index) } }
+                        }
+                    }
+                }
+                for task in tasks { task.resume() }
+            }
+            #expect(order.value == [0, 1, 2, 3, 4])
+            #expect(server.connectionStats.peak == 1)
+        }
+    }
+
+    @Test func cancellingAWaitingTaskFreesNoSlotItDidNotHold() async throws {
+        try await withServer { server in
+            let session = try makeSession { $0.httpMaximumConnectionsPerHost = 1 }
+            let first = session.dataTask(with: server.url("/bytes/2000?drip=1000&interval=100"))
+            let waiting = session.dataTask(with: server.url("/bytes/10"))
+            let third = session.dataTask(with: server.url("/bytes/10"))
+            let firstEvents = first.events
+            let waitingEvents = waiting.events
+            let thirdEvents = third.events
+            first.resume()
+            try await Task.sleep(for: .milliseconds(50))
+            waiting.resume()
+            third.resume()
+            try await Task.sleep(for: .milliseconds(20))
+            waiting.cancel()
+            let waitingEnd = await collectEvents(waitingEvents).last?.completionError ?? nil
+            #expect(waitingEnd?.reason == .cancelled)
+            _ = await collectEvents(firstEvents)
+            _ = await collectEvents(thirdEvents)
+            #expect(first.error == nil && third.error == nil)
+            #expect(server.connectionStats.peak == 1)
+        }
+    }
+}

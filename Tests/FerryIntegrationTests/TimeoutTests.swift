@@ -1,0 +1,56 @@
+import Ferry
+import FerryTestServer
+import Foundation
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+@Suite("Timeouts")
+struct TimeoutTests {
+    @Test func idleTimeoutFiresWhenNoByteMoves() async throws {
+        try await withServer { server in
+            let session = try makeSession { $0.timeoutIntervalForRequest = 0.3 }
+            let directory = try makeTemporaryDirectory()
+            await #expect {
+                try await session.download(
+                    from: server.url("/bytes/1000?drip=100&interval=1000"),
+                    to: .file(directory.appendingPathComponent("x"))
+                )
+            } throws: { error in
+                (error as? FerryError)?.reason == .timedOut(.idle)
+            }
+            #expect(files(in: directory).isEmpty)
+            #expect(files(in: session.configuration.downloadsDirectory).isEmpty)
+            // A response that waits before its head counts as idle too.
+            await #expect {
+                try await session.data(from: server.url("/bytes/10?delay=1000"))
+            } throws: { error in
+                (error as? FerryError)?.reason == .timedOut(.idle)
+            }
+        }
+    }
+
+    @Test func steadyTrickleIsNotIdle() async throws {
+        try await withServer { server in
+            let session = try makeSession { $0.timeoutIntervalForRequest = 0.5 }
+            let (data, _) = try await session.data(from: server.url("/bytes/600?drip=100&interval=100"))
+            #expect(data == TestContent.data(size: 600))
+        }
+    }
+
+    @Test func resourceTimeoutBoundsTheWholeTask() async throws {
+        try await withServer { server in
+            let session = try makeSession {
+                $0.timeoutIntervalForRequest = 5
+                $0.timeoutIntervalForResource = 0.4
+            }
+            await #expect {
+                try await session.data(from: server.url("/bytes/2000?drip=100&interval=50"))
+            } throws: { error in
+                (error as? FerryError)?.reason == .timedOut(.resource)
+            }
+        }
+    }
+}

@@ -1,0 +1,168 @@
+import Foundation
+import Testing
+
+@testable import Ferry
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+@Suite("Requests and responses")
+struct RequestAndResponseTests {
+    let url = URL(string: "http://h.test/path?a=1")!
+
+    struct Login: Encodable {
+        var user: String
+        var remember: Bool
+        var tags: [String]
+        var nickname: String?
+    }
+
+    @Test func queryEncoderAppendsSortedEscapedPairs() throws {
+        let request = try URLEncodedFormParameterEncoder.query.encode(
+            ["q": "swift nio", "amp": "a&b=c", "ü": "ß"],
+            into: URLRequest(url: url)
+        )
+        #expect(request.url?.absoluteString == "http://h.test/path?a=1&amp=a%26b%3Dc&q=swift+nio&%C3%BC=%C3%9F")
+    }
+
+    @Test func formEncoderFlattensStructs() throws {
+        let request = try URLEncodedFormParameterEncoder.form.encode(
+            Login(user: "ada", remember: true, tags: ["x", "y"], nickname: nil),
+            into: URLRequest(url: url, method: .post)
+        )
+        #expect(String(decoding: request.httpBody ?? Data(), as: UTF8.self) == "remember=true&tags=x&tags=y&user=ada")
+        #expect(request.value(forHTTPHeaderField: "Content-Type") == "application/x-www-form-urlencoded; charset=utf-8")
+    }
+
+    @Test func formEncoderRejectsNonKeyedValues() {
+        #expect(throws: FerryError.self) {
+            try URLEncodedFormParameterEncoder.form.encode(["a", "b"], into: URLRequest(url: url))
+        }
+    }
+
+    @Test func jsonEncoderSetsBodyAndType() throws {
+        let request = try JSONParameterEncoder.default.encode(
+            Login(user: "ada", remember: false, tags: [], nickname: "a"),
+            into: URLRequest(url: url, method: .post)
+        )
+        #expect(
+            String(decoding: request.httpBody ?? Data(), as: UTF8.self)
+                == #"{"nickname":"a","remember":false,"tags":[],"user":"ada"}"#
+        )
+        #expect(request.value(forHTTPHeaderField: "Content-Type") == "application/json")
+    }
+
+    @Test func basicAuthorization() {
+        var request = URLRequest(url: url)
+        request.setBasicAuthorization(username: "user", password: "pä:ss")
+        #expect(request.value(forHTTPHeaderField: "Authorization") == "Basic dXNlcjpww6Q6c3M=")
+        #expect(BasicAuthentication.parseUserPassword("a:b:c") == ("a", "b:c"))
+        #expect(BasicAuthentication.parseUserPassword("a") == ("a", ""))
+    }
+
+    @Test func headerFieldsAreOrderedAndCaseInsensitive() {
+        var fields: HeaderFields = ["Set-Cookie": "a=1", "Content-Type": "text/plain"]
+        fields.add(name: "set-cookie", value: "b=2")
+        #expect(fields["SET-COOKIE"] == "a=1")
+        #expect(fields.values(for: "Set-Cookie") == ["a=1", "b=2"])
+        fields["set-cookie"] = "c=3"
+        #expect(fields.values(for: "Set-Cookie") == ["c=3"])
+        #expect(fields.fields.first?.value == "c=3")
+        fields["Content-Type"] = nil
+        #expect(!fields.contains("content-type"))
+    }
+
+    @Test func responseMetadata() {
+        let response = HTTPResponse(
+            url: url,
+            statusCode: 200,
+            headers: ["Content-Type": "Text/HTML; Charset=\"ISO-8859-1\"", "Content-Length": " 42 "]
+        )
+        #expect(response.mimeType == "text/html")
+        #expect(response.textEncodingName == "iso-8859-1")
+        #expect(response.expectedContentLength == 42)
+        #expect(HTTPResponse(url: url, statusCode: 200, headers: ["Content-Length": "-1"]).expectedContentLength == nil)
+    }
+
+    @Test func validation() throws {
+        let ok = HTTPResponse(url: url, statusCode: 200, headers: ["Content-Type": "application/json; charset=utf-8"])
+        try ResponseValidation.successful.accepting(contentTypes: ["application/*"]).validate(ok)
+        #expect(throws: FerryError.self) {
+            try ResponseValidation.successful.accepting(contentTypes: ["text/html"]).validate(ok)
+        }
+        let missing = HTTPResponse(url: url, statusCode: 404)
+        do {
+            try ResponseValidation.successful.validate(missing, body: Data("nope".utf8))
+            Issue.record("a 404 passed validation")
+        } catch let error as FerryError {
+            #expect(error.reason == .unacceptableStatusCode(404))
+            #expect(error.responseBodyPrefix == Data("nope".utf8))
+        }
+    }
+
+    @Test func stringSerializerUsesTheCharset() throws {
+        let latin1 = HTTPResponse(
+            url: url,
+            statusCode: 200,
+            headers: ["Content-Type": "text/plain; charset=iso-8859-1"]
+        )
+        #expect(try StringResponseSerializer().serialize(Data([0x63, 0x61, 0x66, 0xE9]), response: latin1) == "café")
+        let none = HTTPResponse(url: url, statusCode: 200)
+        #expect(try StringResponseSerializer().serialize(Data("naïve".utf8), response: none) == "naïve")
+        #expect(try StringResponseSerializer().serialize(Data([0xE9]), response: none) == "é")
+        let utf8 = HTTPResponse(url: url, statusCode: 200, headers: ["Content-Type": "text/plain; charset=utf-8"])
+        #expect(throws: FerryError.self) {
+            try StringResponseSerializer().serialize(Data([0xFF, 0xFE, 0xE9]), response: utf8)
+        }
+    }
+
+    @Test func decodableSerializer() throws {
+        struct User: Decodable, Sendable, Equatable { var name: String }
+        let response = HTTPResponse(url: url, statusCode: 200)
+        #expect(
+            try DecodableResponseSerializer(User.self).serialize(Data(#"{"name":"ada"}"#.utf8), response: response)
+                == User(name: "ada")
+        )
+        #expect(throws: FerryError.self) {
+            try DecodableResponseSerializer(User.self).serialize(Data("[".utf8), response: response)
+        }
+    }
+
+    @Test func progressThrottleNeverLosesBytes() {
+        var throttle = ProgressThrottle()
+        let start = ContinuousClock.now
+        var published: Int64 = 0
+        for step in 0..<100 {
+            if let due = throttle.add(10, now: start + .milliseconds(step * 7)) { published += due }
+        }
+        if let rest = throttle.flush() { published += rest }
+        #expect(published == 1000)
+        let leftover = throttle.flush()
+        #expect(leftover == nil)
+    }
+
+    @Test func progressFraction() {
+        #expect(TransferProgress(completedBytes: 5, totalBytes: nil).fractionCompleted == nil)
+        #expect(TransferProgress(completedBytes: 5, totalBytes: 10).fractionCompleted == 0.5)
+        #expect(TransferProgress(completedBytes: 0, totalBytes: 0).fractionCompleted == 1)
+    }
+
+    @Test func backgroundConfigurationIsRejectedClearly() {
+        #expect {
+            try Session(configuration: .background(identifier: "com.example.bg"))
+        } throws: { error in
+            (error as? FerryError)?.reason == .unsupportedConfiguration
+        }
+        var bad = SessionConfiguration.default
+        bad.httpMaximumConnectionsPerHost = 0
+        #expect(throws: FerryError.self) { try Session(configuration: bad) }
+    }
+
+    @Test func headerValidation() {
+        #expect(Transfer.isValidHeader(name: "X-Ok", value: "fine value"))
+        #expect(!Transfer.isValidHeader(name: "X-Bad", value: "a\r\nInjected: yes"))
+        #expect(!Transfer.isValidHeader(name: "Bad Name", value: "x"))
+        #expect(!Transfer.isValidHeader(name: "", value: "x"))
+    }
+}
