@@ -25,6 +25,8 @@ public final class FerryTestServer: Sendable {
     public let host: String
     private let channel: NIOAsyncChannel<NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>, Never>
     private let acceptLoop: Mutex<Task<Void, Never>?> = Mutex(nil)
+    /// Open connections, closed by `shutdown()`; `nil` once shutting down.
+    private let connections: Mutex<[ObjectIdentifier: any Channel]?> = Mutex([:])
     let stats = Mutex(ConnectionStats())
 
     /// Connection counts seen by the server.
@@ -96,12 +98,18 @@ public final class FerryTestServer: Sendable {
         }
     }
 
-    /// Stops accepting and closes every connection.
+    /// Stops accepting, closes every connection, and waits until all are gone.
+    ///
+    /// The accept loop is not cancelled: it drains connections accepted during shutdown
+    /// and closes them properly (NIO requires every accepted channel to be finished).
     public func shutdown() async {
-        let loop = acceptLoop.withLock { $0 }
-        loop?.cancel()
+        let open = connections.withLock { connections in
+            defer { connections = nil }
+            return connections.map { Array($0.values) } ?? []
+        }
         try? await channel.channel.close()
-        await loop?.value
+        for connection in open { connection.close(promise: nil) }
+        await acceptLoop.withLock { $0 }?.value
     }
 
     /// Runs until `shutdown()` or cancellation.
@@ -110,7 +118,7 @@ public final class FerryTestServer: Sendable {
         await withTaskCancellationHandler {
             await loop?.value
         } onCancel: {
-            loop?.cancel()
+            Task { await self.shutdown() }
         }
     }
 
@@ -124,12 +132,23 @@ public final class FerryTestServer: Sendable {
                 }
             }
         } catch {
-            // Closed by shutdown or cancellation.
+            // The server channel was closed.
         }
     }
 
     private func serve(_ connection: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>) async {
         let client = connection.channel.remoteAddress?.ipAddress ?? "unknown"
+        let id = ObjectIdentifier(connection.channel)
+        let accepted = connections.withLock { connections in
+            guard connections != nil else { return false }
+            connections?[id] = connection.channel
+            return true
+        }
+        guard accepted else {
+            try? await connection.executeThenClose { _, _ in }
+            return
+        }
+        defer { _ = connections.withLock { $0?.removeValue(forKey: id) } }
         stats.withLock { stats in
             stats.current += 1
             stats.total += 1

@@ -18,7 +18,8 @@ struct FerryTestServerCommand: AsyncParsableCommand {
 
     func run() async throws {
         let server = try await FerryTestServer.start(host: host, port: port)
-        print("ferry-testserver listening on \(server.baseURL.absoluteString)")
+        // Written unbuffered: scripts wait for this line in a file or pipe.
+        FileHandle.standardOutput.write(Data("ferry-testserver listening on \(server.baseURL.absoluteString)\n".utf8))
 
         await server.run()
     }

@@ -34,7 +34,10 @@ struct GetCommand: AsyncParsableCommand {
     )
     var remoteName = false
 
-    @Option(name: .customLong("dir"), help: "With -O, the directory to save into (default: the current one).")
+    @Option(
+        name: .customLong("dir"),
+        help: "With -O, the directory to save into, created if missing (default: the current one)."
+    )
     var directory: String?
 
     @Option(name: [.customShort("H"), .customLong("header")], help: "Add a request header, 'Name: value'.")
@@ -89,7 +92,7 @@ struct GetCommand: AsyncParsableCommand {
                 fileURLWithPath: directory ?? FileManager.default.currentDirectoryPath,
                 isDirectory: true
             )
-            destination = .directory(directory, options: [.removePreviousFile])
+            destination = .directory(directory, options: [.removePreviousFile, .createIntermediateDirectories])
         } else {
             destination = nil
         }

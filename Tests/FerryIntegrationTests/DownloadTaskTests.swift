@@ -125,3 +125,25 @@ struct DownloadTaskTests {
         }
     }
 }
+
+@Suite("Delivered file mode")
+struct DeliveredFileModeTests {
+    @Test func destinationFollowsTheUmaskNotThePartialMode() async throws {
+        try await withServer { server in
+            let session = try makeSession()
+            let target = try makeTemporaryDirectory().appendingPathComponent("mode.bin")
+            _ = try await session.download(from: server.url("/bytes/10"), to: .file(target))
+            let mode = try #require(
+                try FileManager.default.attributesOfItem(atPath: target.path)[.posixPermissions] as? Int
+            )
+            #expect(mode & 0o044 != 0 || umaskIsStrict, "mode \(String(mode, radix: 8))")
+            #expect(mode & 0o111 == 0)
+        }
+    }
+
+    /// True when the process's umask removes group and other read permission anyway.
+    var umaskIsStrict: Bool {
+        let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+        return status.contains("Umask:\t0077")
+    }
+}

@@ -117,6 +117,9 @@ enum FileSystem {
                 throw FerryError(.fileSystem, "'\(destination.path)' already exists.")
             }
         }
+        // The partial file is private (0600) while it grows; the delivered file gets the
+        // mode any new file of the user's would get.
+        chmod(source.path, userFileMode)
         if rename(source.path, destination.path) == 0 { return }
         guard errno == EXDEV else { throw error("Cannot move the download to '\(destination.path)'") }
         let staging = parent.appendingPathComponent(
@@ -137,11 +140,23 @@ enum FileSystem {
         unlink(source.path)
     }
 
+    /// `0666` less the process's umask, read without changing it (`umask(2)` would be a
+    /// process-wide race); 0644 when it cannot be read.
+    static let userFileMode: mode_t = {
+        let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+        for line in status.split(separator: "\n") where line.hasPrefix("Umask:") {
+            if let mask = mode_t(line.dropFirst("Umask:".count).trimmingCharacters(in: .whitespaces), radix: 8) {
+                return 0o666 & ~mask
+            }
+        }
+        return 0o644
+    }()
+
     private static func copyFile(from source: URL, to target: URL) throws {
         let input = open(source.path, O_RDONLY | O_CLOEXEC)
         guard input >= 0 else { throw error("Cannot read '\(source.path)'") }
         defer { close(input) }
-        let output = open(target.path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o644)
+        let output = open(target.path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, userFileMode)
         guard output >= 0 else { throw error("Cannot create '\(target.path)'") }
         defer { close(output) }
         let size = 1 << 20

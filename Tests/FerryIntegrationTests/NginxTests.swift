@@ -1,0 +1,153 @@
+import Ferry
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A real nginx on a free loopback port, serving a directory; started and stopped by the test.
+final class Nginx {
+    static let binary = ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/bin/nginx"]
+        .first { FileManager.default.isExecutableFile(atPath: $0) }
+    static var required: Bool { ProcessInfo.processInfo.environment["FERRY_REQUIRE_NGINX"] == "1" }
+
+    let port: Int
+    let prefix: URL
+    private let pid: pid_t
+
+    init(serving root: URL) async throws {
+        let binary = try #require(Self.binary, "nginx is not installed (apt-get install nginx-light)")
+        prefix = try makeTemporaryDirectory("nginx")
+        port = try Self.freePort()
+        try FileManager.default.createDirectory(
+            at: prefix.appendingPathComponent("tmp"),
+            withIntermediateDirectories: true
+        )
+        let temp = prefix.appendingPathComponent("tmp").path
+        let configuration = """
+            daemon off;
+            master_process off;
+            worker_processes 1;
+            \(geteuid() == 0 ? "user root;" : "")
+            error_log \(prefix.path)/error.log;
+            pid \(prefix.path)/nginx.pid;
+            events { worker_connections 64; }
+            http {
+                access_log off;
+                sendfile on;
+                client_body_temp_path \(temp);
+                proxy_temp_path \(temp);
+                fastcgi_temp_path \(temp);
+                uwsgi_temp_path \(temp);
+                scgi_temp_path \(temp);
+                server { listen 127.0.0.1:\(port); root \(root.path); }
+            }
+            """
+        let file = prefix.appendingPathComponent("nginx.conf")
+        try configuration.write(to: file, atomically: true, encoding: .utf8)
+        let log = prefix.appendingPathComponent("error.log").path
+        pid = try ProcessRunner.spawn(
+            binary,
+            ["-p", prefix.path, "-c", file.path, "-e", log],
+            stdout: log + ".out",
+            stderr: log + ".err"
+        )
+        for _ in 0..<100 {
+            if Self.accepts(port: port) { return }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        stop()
+        let message = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        throw NSError(
+            domain: "nginx",
+            code: 1,
+            userInfo: [NSLocalizedDescriptionKey: "nginx did not start: \(message)"]
+        )
+    }
+
+    func stop() {
+        ProcessRunner.stop(pid)
+        try? FileManager.default.removeItem(at: prefix)
+    }
+
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
+            }
+        }
+        guard bound else { throw NSError(domain: "port", code: Int(errno)) }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    static func accepts(port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
+    }
+}
+
+@Suite("Against a real nginx", .serialized, .enabled(if: Nginx.binary != nil || Nginx.required))
+struct NginxTests {
+    /// The core issue's check: 1 GiB with `ferry get`, byte-identical, under 64 MiB resident.
+    @Test func oneGibibyteDownloadIsIdenticalInBoundedMemory() async throws {
+        let root = try makeTemporaryDirectory("nginx-root")
+        let output = try makeTemporaryDirectory("nginx-out").appendingPathComponent("big.bin")
+        defer {
+            try? FileManager.default.removeItem(at: root)
+            try? FileManager.default.removeItem(at: output.deletingLastPathComponent())
+        }
+        let source = root.appendingPathComponent("big.bin")
+        let made = try await ProcessRunner.run(
+            "/bin/dd",
+            ["if=/dev/urandom", "of=\(source.path)", "bs=1M", "count=1024", "status=none"]
+        )
+        try #require(made.status == 0, "dd failed: \(made.stderrText)")
+        let nginx = try await Nginx(serving: root)
+        defer { nginx.stop() }
+
+        let result = try await ProcessRunner.run(
+            ProcessRunner.ferry,
+            ["get", "--quiet", "-o", output.path, "http://127.0.0.1:\(nginx.port)/big.bin"]
+        )
+        #expect(result.status == 0, "\(result.stderrText)")
+        let attributes = try FileManager.default.attributesOfItem(atPath: output.path)
+        #expect((attributes[.size] as? NSNumber)?.int64Value == 1 << 30)
+        #expect(try sha256(of: output) == sha256(of: source))
+        // A real sample (a process of this size is never under 1 MiB), and under 64 MiB.
+        #expect(result.maxResidentKiB > 1024, "the peak RSS was not measured")
+        #expect(result.maxResidentKiB < 64 * 1024, "peak RSS \(result.maxResidentKiB) KiB")
+        print("ferry get 1 GiB from nginx: peak RSS \(result.maxResidentKiB / 1024) MiB")
+    }
+
+    @Test func missingFileFromNginxLeavesNothing() async throws {
+        let root = try makeTemporaryDirectory("nginx-root")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let nginx = try await Nginx(serving: root)
+        defer { nginx.stop() }
+        let output = root.appendingPathComponent("out.bin")
+        let result = try await ProcessRunner.run(
+            ProcessRunner.ferry,
+            ["get", "-o", output.path, "http://127.0.0.1:\(nginx.port)/missing"]
+        )
+        #expect(result.status == 22)
+        #expect(result.stderrText.contains("404"))
+        #expect(!FileManager.default.fileExists(atPath: output.path))
+    }
+}

@@ -1,0 +1,134 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What a child process did: exit status, output, and its peak resident memory.
+struct ProcessResult: Sendable {
+    var status: Int32
+    var stdout: Data
+    var stderr: Data
+    /// Peak resident set size in KiB: the child's own `VmHWM`, sampled every 10 ms while it
+    /// runs. (`ru_maxrss` is no use here: `posix_spawn` starts the child in the parent's
+    /// address space, and on `exec` the kernel folds the parent's peak into the child's.)
+    var maxResidentKiB: Int
+
+    var stderrText: String { String(decoding: stderr, as: UTF8.self) }
+    var stdoutText: String { String(decoding: stdout, as: UTF8.self) }
+}
+
+enum ProcessRunner {
+    /// The directory holding the test bundle and the package's executables.
+    static var productsDirectory: URL {
+        let executable =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+            ?? CommandLine.arguments[0]
+        return URL(fileURLWithPath: executable).deletingLastPathComponent()
+    }
+
+    /// The `ferry` executable built beside the tests.
+    static var ferry: String { productsDirectory.appendingPathComponent("ferry").path }
+
+    /// Runs `executable` to completion on its own thread, capturing output through files.
+    static func run(
+        _ executable: String,
+        _ arguments: [String]
+    ) async throws
+        -> ProcessResult
+    {
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("ferry-proc-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let out = scratch.appendingPathComponent("stdout").path
+        let err = scratch.appendingPathComponent("stderr").path
+        let (status, rss) = try await withCheckedThrowingContinuation {
+            (continuation: CheckedContinuation<(Int32, Int), any Error>) in
+            let thread = Thread {
+                continuation.resume(with: Result { try spawnAndWait(executable, arguments, stdout: out, stderr: err) })
+            }
+            thread.start()
+        }
+        return ProcessResult(
+            status: status,
+            stdout: (try? Data(contentsOf: URL(fileURLWithPath: out))) ?? Data(),
+            stderr: (try? Data(contentsOf: URL(fileURLWithPath: err))) ?? Data(),
+            maxResidentKiB: rss
+        )
+    }
+
+    private static func spawnAndWait(
+        _ executable: String,
+        _ arguments: [String],
+        stdout: String,
+        stderr: String
+    ) throws -> (Int32, Int) {
+        let pid = try spawn(executable, arguments, stdout: stdout, stderr: stderr)
+        var status: Int32 = 0
+        var peak = 0
+        while true {
+            let result = waitpid(pid, &status, WNOHANG)
+            if result == pid { break }
+            if result < 0 && errno != EINTR { break }
+            peak = max(peak, highWaterResidentKiB(of: pid) ?? 0)
+            usleep(10_000)
+        }
+        let exitStatus: Int32 = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+        return (exitStatus, peak)
+    }
+
+    /// `VmHWM` of a running process, in KiB.
+    static func highWaterResidentKiB(of pid: pid_t) -> Int? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+        for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
+            return Int(line.dropFirst("VmHWM:".count).split(whereSeparator: { $0 == " " || $0 == "\t" }).first ?? "")
+        }
+        return nil
+    }
+
+    /// Starts `executable` with output to files, default signal handling and an empty
+    /// signal mask (the test runner's threads block most signals, and a child inherits that).
+    static func spawn(_ executable: String, _ arguments: [String], stdout: String, stderr: String) throws -> pid_t {
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        var all = sigset_t()
+        sigfillset(&all)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
+        guard spawned == 0 else {
+            throw NSError(
+                domain: "spawn",
+                code: Int(spawned),
+                userInfo: [NSLocalizedDescriptionKey: "cannot run \(executable)"]
+            )
+        }
+        return pid
+    }
+
+    /// Stops a process started with ``spawn(_:_:stdout:stderr:)``: SIGTERM, then SIGKILL
+    /// after two seconds.
+    static func stop(_ pid: pid_t) {
+        kill(pid, SIGTERM)
+        var status: Int32 = 0
+        for _ in 0..<200 {
+            if waitpid(pid, &status, WNOHANG) == pid { return }
+            usleep(10_000)
+        }
+        kill(pid, SIGKILL)
+        waitpid(pid, &status, 0)
+    }
+}
