@@ -3,6 +3,10 @@ import FerryTestServer
 import Foundation
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 @Suite("ferry get (the real executable)")
 struct CLITests {
     let ferry = ProcessRunner.ferry
@@ -131,6 +135,40 @@ struct CLITests {
                 ["get", "-q", server.url("/basic-auth/ada/secret").absoluteString]
             )
             #expect(denied.status == 22)
+        }
+    }
+}
+
+@Suite("ferry get interrupted")
+struct CLIInterruptTests {
+    @Test func ctrlCRemovesThePartialAndExits130() async throws {
+        try await withServer { server in
+            let scratch = try makeTemporaryDirectory("cli-int")
+            let output = scratch.appendingPathComponent("out.bin")
+            let partials = scratch.appendingPathComponent("ferry-downloads")
+            let pid = try ProcessRunner.spawn(
+                ProcessRunner.ferry,
+                ["get", "-o", output.path, server.url("/bytes/100000?drip=1000&interval=50").absoluteString],
+                stdout: scratch.appendingPathComponent("stdout").path,
+                stderr: scratch.appendingPathComponent("stderr").path,
+                environment: ["TMPDIR": scratch.path]
+            )
+            // Wait until the partial file exists, then interrupt.
+            var sawPartial = false
+            for _ in 0..<200 where !sawPartial {
+                sawPartial = !files(in: partials).isEmpty
+                if !sawPartial { try await Task.sleep(for: .milliseconds(10)) }
+            }
+            #expect(sawPartial)
+            kill(pid, SIGINT)
+            var status: Int32 = 0
+            for _ in 0..<500 {
+                if waitpid(pid, &status, WNOHANG) == pid { break }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            #expect((status >> 8) & 0xFF == 130, "status \(status)")
+            #expect(!FileManager.default.fileExists(atPath: output.path))
+            #expect(files(in: partials).isEmpty)
         }
     }
 }

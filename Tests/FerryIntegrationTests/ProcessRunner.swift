@@ -88,7 +88,13 @@ enum ProcessRunner {
 
     /// Starts `executable` with output to files, default signal handling and an empty
     /// signal mask (the test runner's threads block most signals, and a child inherits that).
-    static func spawn(_ executable: String, _ arguments: [String], stdout: String, stderr: String) throws -> pid_t {
+    static func spawn(
+        _ executable: String,
+        _ arguments: [String],
+        stdout: String,
+        stderr: String,
+        environment: [String: String] = [:]
+    ) throws -> pid_t {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -108,7 +114,11 @@ enum ProcessRunner {
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
+        var variables = ProcessInfo.processInfo.environment
+        variables.merge(environment) { _, new in new }
+        let envp: [UnsafeMutablePointer<CChar>?] = variables.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { for pointer in envp { free(pointer) } }
+        let spawned = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
         guard spawned == 0 else {
             throw NSError(
                 domain: "spawn",

@@ -54,3 +54,27 @@ struct TimeoutTests {
         }
     }
 }
+
+@Suite("Timeouts and the per-host queue")
+struct QueueTimeoutTests {
+    @Test func waitingForAConnectionIsNotIdleness() async throws {
+        try await withServer { server in
+            let session = try makeSession {
+                $0.httpMaximumConnectionsPerHost = 1
+                $0.timeoutIntervalForRequest = 0.4
+            }
+            // The first task holds the only slot for about a second, moving bytes steadily.
+            let first = session.dataTask(with: server.url("/bytes/1000?drip=100&interval=100"))
+            let second = session.dataTask(with: server.url("/bytes/10"))
+            let firstEvents = first.events
+            let secondEvents = second.events
+            first.resume()
+            second.resume()
+            _ = await collectEvents(firstEvents)
+            _ = await collectEvents(secondEvents)
+            #expect(first.error == nil)
+            #expect(second.error == nil, "a queued task timed out: \(String(describing: second.error))")
+            #expect(second.receivedData == TestContent.data(size: 10))
+        }
+    }
+}

@@ -107,8 +107,10 @@ final class Transfer: Sendable {
             }
             let currentRequest = request
             let currentBody = body
+            origin.setQueued(true)
             let step = try await engine.withSlot(for: Origin(url)) {
-                try await self.exchange(currentRequest, body: currentBody, redirects: redirects)
+                self.origin.setQueued(false)
+                return try await self.exchange(currentRequest, body: currentBody, redirects: redirects)
             }
             switch step {
             case .finished(let outcome):
@@ -129,12 +131,13 @@ final class Transfer: Sendable {
     }
 
     private func exchange(_ request: URLRequest, body: RequestBody?, redirects: Int) async throws -> Step {
+        guard let url = request.url else { throw FerryError(.invalidURL, "The request has no URL.") }
         let clientRequest = try makeClientRequest(request, body: body)
         origin.touch()
         let response = try await engine.client.execute(clientRequest, deadline: .distantFuture)
         origin.touch()
         let head = HTTPResponse(
-            url: request.url!,
+            url: url,
             statusCode: Int(response.status.code),
             reasonPhrase: response.status.reasonPhrase,
             headers: HeaderFields(response.headers.map { (name: $0.name, value: $0.value) }),
@@ -433,9 +436,6 @@ final class Transfer: Sendable {
                     underlying: error
                 )
             default:
-                if String(describing: error).contains("unsupportedScheme") {
-                    return FerryError(.invalidURL, "The URL's scheme is not supported.", underlying: error)
-                }
                 return FerryError(.network, "The transfer failed.", underlying: error)
             }
         }

@@ -113,10 +113,7 @@ extension Session {
     /// with ``ResponseValidation``. Cancelling the calling Swift task cancels the transfer.
     public func data(for request: URLRequest) async throws(FerryError) -> (Data, HTTPResponse) {
         let task = dataTask(with: request)
-        return try await run(task) { outcome in
-            if case .data(let data) = outcome { return data }
-            return Data()
-        }
+        return try await run(task, \.data)
     }
 
     /// Loads `url` with a GET.
@@ -171,10 +168,7 @@ extension Session {
     ) async throws(FerryError) -> (URL, HTTPResponse) {
         let delivery: DownloadDelivery = destination.map { .destination($0) } ?? .handOver
         let task = register { DownloadTask(identifier: $0, request: request, plan: .download(delivery), session: self) }
-        return try await run(task) { outcome in
-            if case .file(let url) = outcome { return url }
-            return URL(fileURLWithPath: "/dev/null")
-        }
+        return try await run(task, \.file)
     }
 
     /// Downloads `url` with a GET.
@@ -188,15 +182,12 @@ extension Session {
     }
 
     private func runUpload(_ task: UploadTask) async throws(FerryError) -> (Data, HTTPResponse) {
-        try await run(task) { outcome in
-            if case .data(let data) = outcome { return data }
-            return Data()
-        }
+        try await run(task, \.data)
     }
 
     private func run<Value>(
         _ task: SessionTask,
-        _ extract: (TaskOutcome?) -> Value
+        _ extract: (TaskOutcome) -> Value?
     ) async throws(FerryError) -> (Value, HTTPResponse) {
         let (error, outcome) = await withTaskCancellationHandler {
             task.resume()
@@ -205,9 +196,9 @@ extension Session {
             task.cancel()
         }
         if let error { throw error }
-        guard let response = task.response else {
+        guard let response = task.response, let value = outcome.flatMap(extract) else {
             throw FerryError(.badServerResponse, "The task completed without a response.")
         }
-        return (extract(outcome), response)
+        return (value, response)
     }
 }

@@ -17,7 +17,8 @@ public struct SessionConfiguration: Sendable {
     public enum Kind: Sendable, Equatable {
         /// Ordinary session; partial downloads in a directory under the system's temporary one.
         case `default`
-        /// Keeps nothing after the session ends.
+        /// Meant to keep no cookies, cache or credentials on disk. Ferry keeps none of those
+        /// yet, so today it behaves as `.default`.
         case ephemeral
         /// Transfers handed to the per-user daemon so they outlive the process (not yet
         /// available: such a session cannot be created in this version).
@@ -70,7 +71,8 @@ public struct SessionConfiguration: Sendable {
     /// The default configuration.
     public static var `default`: SessionConfiguration { SessionConfiguration(kind: .default) }
 
-    /// A configuration that keeps nothing on disk beyond the life of the session.
+    /// A configuration that keeps no cookies, cache or credentials on disk (Ferry keeps
+    /// none of those yet, so today it behaves as ``default``).
     public static var ephemeral: SessionConfiguration { SessionConfiguration(kind: .ephemeral) }
 
     /// A background configuration: transfers run in the per-user daemon.

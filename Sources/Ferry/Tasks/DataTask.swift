@@ -3,11 +3,8 @@ public import Foundation
 /// A task whose response body is kept in memory, bounded by
 /// ``SessionConfiguration/maximumInMemoryBodySize``. Like `URLSessionDataTask`.
 public class DataTask: SessionTask, @unchecked Sendable {
-    /// The body received so far is only handed out at completion; this is its result.
-    public var receivedData: Data? {
-        if case .data(let data) = outcome { return data }
-        return nil
-    }
+    /// The response body, once the task completed successfully.
+    public var receivedData: Data? { outcome?.data }
 }
 
 /// A data task that sends a body: from `Data`, a file streamed from disk, or an async

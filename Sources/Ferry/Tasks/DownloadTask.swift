@@ -8,8 +8,5 @@ public import Foundation
 /// ``FerryError/responseBodyPrefix``; nothing reaches the destination.
 public final class DownloadTask: SessionTask, @unchecked Sendable {
     /// Where the file ended up, once the task completed successfully.
-    public var fileURL: URL? {
-        if case .file(let url) = outcome { return url }
-        return nil
-    }
+    public var fileURL: URL? { outcome?.file }
 }

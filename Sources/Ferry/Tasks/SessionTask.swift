@@ -42,6 +42,8 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
         var pauseWaiters: [CheckedContinuation<Void, Never>] = []
         var transfer: Task<Void, Never>?
         var lastActivity = ContinuousClock.now
+        /// Waiting for a connection slot: the idle timeout does not run.
+        var queued = false
         var startedAt: ContinuousClock.Instant?
         var outcome: TaskOutcome?
         var completionHandler: (@Sendable (SessionTask, FerryError?) -> Void)?
@@ -265,14 +267,23 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
     /// Records that bytes moved now (for the idle timeout).
     func touch() { storage.withLock { $0.lastActivity = .now } }
 
-    /// When the idle and resource timeouts fall due, or `nil` for the idle one while paused.
+    /// Marks the task as waiting for (or holding) a connection slot; waiting is not idleness.
+    func setQueued(_ queued: Bool) {
+        storage.withLock { storage in
+            storage.queued = queued
+            storage.lastActivity = .now
+        }
+    }
+
+    /// When the idle and resource timeouts fall due; the idle one is `nil` while the task is
+    /// suspended or waits for a connection slot.
     func timeoutDeadlines(
         idle: Duration,
         resource: Duration
     ) -> (idle: ContinuousClock.Instant?, resource: ContinuousClock.Instant) {
         storage.withLock { storage in
             let started = storage.startedAt ?? .now
-            let idleDeadline = storage.machine.state == .paused ? nil : storage.lastActivity + idle
+            let idleDeadline = storage.machine.state == .paused || storage.queued ? nil : storage.lastActivity + idle
             return (idleDeadline, started + resource)
         }
     }
@@ -438,6 +449,16 @@ enum TaskOutcome: Sendable {
     case file(URL)
     /// A data task whose body went to a download task.
     case becameDownload
+
+    var data: Data? {
+        if case .data(let data) = self { return data }
+        return nil
+    }
+
+    var file: URL? {
+        if case .file(let url) = self { return url }
+        return nil
+    }
 }
 
 /// A weak reference that can be stored in a `Sendable` value.
