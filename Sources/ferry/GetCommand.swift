@@ -77,24 +77,41 @@ struct GetCommand: AsyncParsableCommand {
             let (name, password) = BasicAuthentication.parseUserPassword(user)
             request.setBasicAuthorization(username: name, password: password)
         }
-        let session: Session
-        do {
-            session = try Session(configuration: .default)
-        } catch let error as FerryError {
-            fail(error)
-        }
+        // The partial file lives beside the output (hidden), so delivering it is a rename on
+        // one file system: atomic, and no copy.
+        var configuration = SessionConfiguration.default
         let toStdout = output == nil && !remoteName
         let destination: DownloadDestination?
         if let output {
-            destination = .file(URL(fileURLWithPath: output), options: [.removePreviousFile])
+            let file = URL(fileURLWithPath: output)
+            let parent = file.deletingLastPathComponent()
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: parent.path, isDirectory: &isDirectory), isDirectory.boolValue
+            else {
+                fail(FerryError(.fileSystem, "The directory '\(parent.path)' does not exist."))
+            }
+            configuration.downloadsDirectory = parent
+            destination = .file(file, options: [.removePreviousFile])
         } else if remoteName {
             let directory = URL(
                 fileURLWithPath: directory ?? FileManager.default.currentDirectoryPath,
                 isDirectory: true
             )
-            destination = .directory(directory, options: [.removePreviousFile, .createIntermediateDirectories])
+            do {
+                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            } catch {
+                fail(FerryError(.fileSystem, "Cannot create the directory '\(directory.path)'.", underlying: error))
+            }
+            configuration.downloadsDirectory = directory
+            destination = .directory(directory, options: [.removePreviousFile])
         } else {
             destination = nil
+        }
+        let session: Session
+        do {
+            session = try Session(configuration: configuration)
+        } catch let error as FerryError {
+            fail(error)
         }
         let showProgress = !quiet && !json && isatty(STDERR_FILENO) == 1
         let json = self.json
@@ -111,7 +128,7 @@ struct GetCommand: AsyncParsableCommand {
                     progress.update(
                         bytes: task.countOfBytesReceived,
                         total: task.countOfBytesExpectedToReceive,
-                        force: true
+                        finished: true
                     )
                 default:
                     break

@@ -7,11 +7,13 @@ struct ProgressLine {
     private var lastDraw: ContinuousClock.Instant?
     private var drewSomething = false
 
-    mutating func update(bytes: Int64, total: Int64?, force: Bool = false) {
+    /// Redraws the line; `finished` draws the final form (elapsed time instead of time left).
+    mutating func update(bytes: Int64, total: Int64?, finished: Bool = false) {
         let now = ContinuousClock.now
-        if !force, let lastDraw, now - lastDraw < .milliseconds(100) { return }
+        if !finished, let lastDraw, now - lastDraw < .milliseconds(100) { return }
         lastDraw = now
-        let elapsed = Double((now - started).components.attoseconds) / 1e18 + Double((now - started).components.seconds)
+        let components = (now - started).components
+        let elapsed = Double(components.seconds) + Double(components.attoseconds) / 1e18
         let rate = elapsed > 0 ? Double(bytes) / elapsed : 0
         var line = "  " + Self.size(bytes)
         if let total, total > 0 {
@@ -19,7 +21,9 @@ struct ProgressLine {
             line += " / \(Self.size(total))  \(percent)%"
         }
         line += "  \(Self.size(Int64(rate)))/s"
-        if let total, rate > 0, total >= bytes {
+        if finished {
+            line += elapsed < 60 ? String(format: "  in %.1f s", elapsed) : "  in \(Self.duration(elapsed))"
+        } else if let total, rate > 0, total >= bytes {
             line += "  \(Self.duration(Double(total - bytes) / rate)) left"
         }
         FileHandle.standardError.write(Data(("\r\u{1B}[K" + line).utf8))

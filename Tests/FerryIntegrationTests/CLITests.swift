@@ -117,6 +117,13 @@ struct CLITests {
         #expect(both.status == 64)
         let refused = try await ProcessRunner.run(ferry, ["get", "-o", "/tmp/never", "http://127.0.0.1:1/"])
         #expect(refused.status == 7)
+        let missingDirectory = "/tmp/ferry-no-such-dir-\(UUID().uuidString)"
+        let noParent = try await ProcessRunner.run(
+            ferry,
+            ["get", "-o", missingDirectory + "/f", "http://127.0.0.1:1/"]
+        )
+        #expect(noParent.status == 23)
+        #expect(!FileManager.default.fileExists(atPath: missingDirectory))
     }
 
     @Test func headersAndBasicAuthReachTheServer() async throws {
@@ -145,7 +152,8 @@ struct CLIInterruptTests {
         try await withServer { server in
             let scratch = try makeTemporaryDirectory("cli-int")
             let output = scratch.appendingPathComponent("out.bin")
-            let partials = scratch.appendingPathComponent("ferry-downloads")
+            // ferry keeps the partial file beside the output, hidden.
+            let partials = scratch
             let pid = try ProcessRunner.spawn(
                 ProcessRunner.ferry,
                 ["get", "-o", output.path, server.url("/bytes/100000?drip=1000&interval=50").absoluteString],
@@ -156,7 +164,7 @@ struct CLIInterruptTests {
             // Wait until the partial file exists, then interrupt.
             var sawPartial = false
             for _ in 0..<200 where !sawPartial {
-                sawPartial = !files(in: partials).isEmpty
+                sawPartial = files(in: partials).contains { $0.hasSuffix(".partial") }
                 if !sawPartial { try await Task.sleep(for: .milliseconds(10)) }
             }
             #expect(sawPartial)
@@ -168,7 +176,7 @@ struct CLIInterruptTests {
             }
             #expect((status >> 8) & 0xFF == 130, "status \(status)")
             #expect(!FileManager.default.fileExists(atPath: output.path))
-            #expect(files(in: partials).isEmpty)
+            #expect(files(in: partials).allSatisfy { $0 == "stdout" || $0 == "stderr" }, "\(files(in: partials))")
         }
     }
 }

@@ -24,7 +24,7 @@ final class PartialFile {
     /// Creates a new, empty partial file in `directory` (created 0700 if missing).
     init(in directory: URL) throws {
         try FileSystem.createDirectory(directory, mode: 0o700)
-        let name = "ferry-\(UUID().uuidString.lowercased()).partial"
+        let name = ".ferry-\(UUID().uuidString.lowercased()).partial"
         url = directory.appendingPathComponent(name, isDirectory: false)
         descriptor = open(url.path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
