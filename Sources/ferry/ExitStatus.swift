@@ -15,7 +15,7 @@ enum ExitStatus {
         case .timedOut: 28
         case .redirectFailed: 47
         case .cancelled, .cancelledByDelegate: interrupted
-        case .sessionInvalidated, .unsupportedConfiguration, .bodyTooLarge, .bodyNotReplayable,
+        case .sessionInvalidated, .unsupportedConfiguration, .bodyTooLarge, .bodyNotReplayable, .invalidResumeData,
             .serializationFailed:
             1
         }

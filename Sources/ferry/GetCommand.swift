@@ -46,6 +46,9 @@ struct GetCommand: AsyncParsableCommand {
     @Option(name: [.customShort("u"), .customLong("user")], help: "Basic authentication, 'user:password'.")
     var user: String?
 
+    @Option(name: .customLong("retries"), help: "Retries of transient failures, each resuming the download (0: none).")
+    var retries = 5
+
     @Flag(name: [.customShort("q"), .customLong("quiet")], help: "No progress line.")
     var quiet = false
 
@@ -55,6 +58,7 @@ struct GetCommand: AsyncParsableCommand {
     func validate() throws {
         if output != nil && remoteName { throw ValidationError("Use -o FILE or -O, not both.") }
         if directory != nil && !remoteName { throw ValidationError("--dir goes with -O.") }
+        if retries < 0 { throw ValidationError("--retries takes a number of retries, 0 or more.") }
         if json && output == nil && !remoteName {
             throw ValidationError("--json prints events on standard output; name a file with -o or -O.")
         }
@@ -80,6 +84,7 @@ struct GetCommand: AsyncParsableCommand {
         // The partial file lives beside the output (hidden), so delivering it is a rename on
         // one file system: atomic, and no copy.
         var configuration = SessionConfiguration.default
+        configuration.retryPolicy = RetryPolicy(maximumRetries: retries)
         let toStdout = output == nil && !remoteName
         let destination: DownloadDestination?
         if let output {

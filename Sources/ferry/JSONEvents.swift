@@ -29,6 +29,12 @@ enum JSONEvents {
             var fields: [String: Any] = ["event": "progress", "bytes": total]
             if let expected { fields["total"] = expected }
             emit(fields)
+        case .resumedAtOffset(let offset, let total):
+            var fields: [String: Any] = ["event": "resumedAtOffset", "offset": offset]
+            if let total { fields["total"] = total }
+            emit(fields)
+        case .willRetry(let attempt, let delay, let error):
+            emit(["event": "retry", "attempt": attempt, "delay": delay, "error": error.description])
         case .movedDownload(let url):
             emit(["event": "saved", "file": url.path])
         case .failedToMoveDownload(let error):

@@ -72,6 +72,8 @@ extension TaskEvent {
         case .wroteData: "wroteData"
         case .becameDownload: "becameDownload"
         case .finishedDownloading: "finishedDownloading"
+        case .resumedAtOffset: "resumedAtOffset"
+        case .willRetry: "willRetry"
         case .movedDownload: "movedDownload"
         case .failedToMoveDownload: "failedToMoveDownload"
         case .completed: "completed"

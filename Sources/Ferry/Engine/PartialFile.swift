@@ -7,68 +7,105 @@ import Glibc
 import Darwin
 #endif
 
-/// `write(2)`, named so that methods called `write` can reach it.
-private func posixWrite(_ descriptor: Int32, _ bytes: UnsafeRawPointer?, _ count: Int) -> Int {
-    write(descriptor, bytes, count)
-}
-
-/// A download's partial file in the session's downloads directory: created 0600, written
-/// with large `write(2)` calls, flushed with `fsync(2)` before it is handed on.
+/// A download's partial file: created 0600 in the session's downloads directory (or
+/// reopened to resume), written with large positioned writes, flushed with `fsync(2)`
+/// before any metadata that describes it is written, and before it is handed on.
 ///
 /// Not thread-safe: one transfer owns it.
 final class PartialFile {
     let url: URL
     private var descriptor: Int32
-    private(set) var bytesWritten: Int64 = 0
+    /// Bytes from the start of the file that this download has written or kept.
+    private(set) var length: Int64 = 0
 
     /// Creates a new, empty partial file in `directory` (created 0700 if missing).
     init(in directory: URL) throws {
         try FileSystem.createDirectory(directory, mode: 0o700)
         let name = ".ferry-\(UUID().uuidString.lowercased()).partial"
         url = directory.appendingPathComponent(name, isDirectory: false)
-        descriptor = open(url.path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
+        descriptor = open(url.path, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
             throw FileSystem.error("Cannot create a partial file in '\(directory.path)'")
         }
     }
 
-    deinit { if descriptor >= 0 { close(descriptor) } }
-
-    /// Appends `buffer`, retrying short writes and interrupted calls.
-    func write(_ buffer: ByteBuffer) throws {
-        try buffer.withUnsafeReadableBytes { bytes in
-            var offset = 0
-            while offset < bytes.count {
-                let result = posixWrite(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
-                if result < 0 {
-                    if errno == EINTR { continue }
-                    throw FileSystem.error("Cannot write '\(url.path)'")
-                }
-                offset += result
-            }
+    /// Reopens a partial file to continue it, keeping its first `keep` bytes (bytes past
+    /// them were never recorded as flushed and are cut off). `nil` when the file is missing
+    /// or shorter than `keep`: it was removed or edited, and the download must start over.
+    init?(resuming url: URL, keep: Int64) {
+        self.url = url
+        descriptor = open(url.path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
+        var info = stat()
+        guard descriptor >= 0, fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG,
+            Int64(info.st_size) >= keep, ftruncate(descriptor, off_t(keep)) == 0
+        else {
+            if descriptor >= 0 { close(descriptor) }
+            return nil
         }
-        bytesWritten += Int64(buffer.readableBytes)
+        length = keep
     }
 
-    /// Flushes data to stable storage and closes the file.
+    deinit { if descriptor >= 0 { close(descriptor) } }
+
+    /// Writes `bytes` at `offset`, retrying short writes and interrupted calls.
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws {
+        var done = 0
+        while done < bytes.count {
+            let result = pwrite(descriptor, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+            if result < 0 {
+                if errno == EINTR { continue }
+                throw FileSystem.error("Cannot write '\(url.path)'")
+            }
+            done += result
+        }
+        length = max(length, offset + Int64(bytes.count))
+    }
+
+    /// Appends `buffer` at the end of what was written so far.
+    func write(_ buffer: ByteBuffer) throws {
+        try buffer.withUnsafeReadableBytes { try write($0, at: length) }
+    }
+
+    /// Cuts the file to `size` bytes (0 to start over).
+    func truncate(to size: Int64) throws {
+        guard ftruncate(descriptor, off_t(size)) == 0 else { throw FileSystem.error("Cannot truncate '\(url.path)'") }
+        length = size
+    }
+
+    /// Flushes written data to stable storage.
+    func flush() throws {
+        guard descriptor >= 0 else { return }
+        guard fsync(descriptor) == 0 || errno == EINVAL else {
+            throw FileSystem.error("Cannot flush '\(url.path)'")
+        }
+    }
+
+    /// Flushes and closes the file.
     func finish() throws {
         guard descriptor >= 0 else { return }
         defer {
             close(descriptor)
             descriptor = -1
         }
-        guard fsync(descriptor) == 0 || errno == EINVAL else {
-            throw FileSystem.error("Cannot flush '\(url.path)'")
-        }
+        try flush()
     }
 
-    /// Closes and deletes the file.
+    /// Closes and deletes the file (and its resume metadata).
     func discard() {
         if descriptor >= 0 {
             close(descriptor)
             descriptor = -1
         }
         unlink(url.path)
+        unlink(metadataURL.path)
+    }
+
+    /// Where the checkpointed resume data of this partial lives.
+    var metadataURL: URL { url.appendingPathExtension("resume") }
+
+    /// Writes resume data describing flushed bytes: temp file, fsync, rename.
+    func writeMetadata(_ resumeData: ResumeData) throws {
+        try FileSystem.writeAtomically(resumeData.encoded(), to: metadataURL)
     }
 }
 
@@ -151,6 +188,37 @@ enum FileSystem {
         }
         return 0o644
     }()
+
+    /// Removes a file if it exists.
+    static func removeIfPresent(_ url: URL) { unlink(url.path) }
+
+    /// Writes `data` to `url` so that a reader sees the old or the new content, never a mix:
+    /// a temporary file beside it, `fsync`, `rename`.
+    static func writeAtomically(_ data: Data, to url: URL) throws {
+        let temporary = url.deletingLastPathComponent()
+            .appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString.prefix(8)).tmp")
+        let descriptor = open(temporary.path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw error("Cannot write '\(temporary.path)'") }
+        do {
+            defer { close(descriptor) }
+            try data.withUnsafeBytes { bytes in
+                var done = 0
+                while done < bytes.count {
+                    let result = write(descriptor, bytes.baseAddress! + done, bytes.count - done)
+                    if result < 0 {
+                        if errno == EINTR { continue }
+                        throw error("Cannot write '\(temporary.path)'")
+                    }
+                    done += result
+                }
+            }
+            guard fsync(descriptor) == 0 else { throw error("Cannot flush '\(temporary.path)'") }
+            guard rename(temporary.path, url.path) == 0 else { throw error("Cannot write '\(url.path)'") }
+        } catch {
+            unlink(temporary.path)
+            throw error
+        }
+    }
 
     private static func copyFile(from source: URL, to target: URL) throws {
         let input = open(source.path, O_RDONLY | O_CLOEXEC)

@@ -30,8 +30,10 @@ final class Transfer: Sendable {
         self.active = Mutex(task)
     }
 
-    private var configuration: SessionConfiguration { session.configuration }
+    var configuration: SessionConfiguration { session.configuration }
     private var engine: Engine { session.engine }
+    /// The task this transfer was started for.
+    var task: SessionTask { origin }
 
     func run() async {
         do {
@@ -51,11 +53,23 @@ final class Transfer: Sendable {
                 try await self.watchdog()
                 return nil
             }
-            defer { group.cancelAll() }
-            while let result = try await group.next() {
-                if let result { return result }
+            var firstError: (any Error)?
+            while let result = await group.nextResult() {
+                switch result {
+                case .success(let outcome?):
+                    group.cancelAll()
+                    return outcome
+                case .success(nil):
+                    continue
+                case .failure(let error):
+                    group.cancelAll()
+                    // When a timeout stops the work, the work's own error says more (it
+                    // carries the resume data of the bytes kept): prefer it.
+                    if let error = error as? FerryError, error.resumeData != nil { throw error }
+                    if firstError == nil { firstError = error }
+                }
             }
-            throw CancellationError()
+            throw firstError ?? CancellationError()
         }
     }
 
@@ -89,32 +103,57 @@ final class Transfer: Sendable {
         }
     }
 
-    // MARK: Exchanges and redirects
+    // MARK: Sending, with redirects
 
-    private enum Step: Sendable {
-        case finished(TaskOutcome)
+    private enum SendStep<Result: Sendable>: Sendable {
+        case final(Result)
         case redirect(URLRequest, keepsBody: Bool)
     }
 
-    private func perform() async throws -> TaskOutcome {
-        var request = origin.originalRequest
-        var body: RequestBody? = initialBody(for: request)
+    /// Sends `request`, following redirects, and hands the final response to `consume`
+    /// while its connection slot is held. Each hop waits for its origin's slot.
+    func send<Result: Sendable>(
+        _ request: URLRequest,
+        body: RequestBody?,
+        consume: (HTTPClientResponse.Body, HTTPResponse) async throws -> Result
+    ) async throws -> Result {
+        var request = request
+        var body = body
         var redirects = 0
         while true {
             try await origin.waitWhilePaused()
-            guard let url = request.url else {
-                throw FerryError(.invalidURL, "The request has no URL.")
-            }
+            guard let url = request.url else { throw FerryError(.invalidURL, "The request has no URL.") }
             let currentRequest = request
             let currentBody = body
             origin.setQueued(true)
-            let step = try await engine.withSlot(for: Origin(url)) {
+            let step: SendStep<Result> = try await engine.withSlot(for: Origin(url)) {
                 self.origin.setQueued(false)
-                return try await self.exchange(currentRequest, body: currentBody, redirects: redirects)
+                let clientRequest = try makeClientRequest(currentRequest, body: currentBody)
+                origin.touch()
+                let response = try await engine.client.execute(clientRequest, deadline: .distantFuture)
+                origin.touch()
+                let head = HTTPResponse(
+                    url: url,
+                    statusCode: Int(response.status.code),
+                    reasonPhrase: response.status.reasonPhrase,
+                    headers: HeaderFields(response.headers.map { (name: $0.name, value: $0.value) }),
+                    httpVersion: "HTTP/\(response.version.major).\(response.version.minor)"
+                )
+                if let next = try await redirect(
+                    for: currentRequest,
+                    response: head,
+                    body: currentBody,
+                    redirects: redirects
+                ) {
+                    await drain(response.body)
+                    origin.setCurrentRequest(next.request, redirectedBy: head)
+                    return .redirect(next.request, keepsBody: next.keepsBody)
+                }
+                return .final(try await consume(response.body, head))
             }
             switch step {
-            case .finished(let outcome):
-                return outcome
+            case .final(let result):
+                return result
             case .redirect(let next, let keepsBody):
                 redirects += 1
                 request = next
@@ -124,32 +163,23 @@ final class Transfer: Sendable {
         }
     }
 
+    private func perform() async throws -> TaskOutcome {
+        switch origin.plan {
+        case .download(let delivery, let resume):
+            return try await download(delivery: delivery, resume: resume)
+        case .data, .upload:
+            let request = origin.originalRequest
+            return try await send(request, body: initialBody(for: request)) { body, head in
+                origin.didReceive(response: head)
+                return try await consumeInMemory(body, head: head)
+            }
+        }
+    }
+
     private func initialBody(for request: URLRequest) -> RequestBody? {
         if case .upload(let body) = origin.plan { return body }
         if let data = request.httpBody { return .data(data) }
         return nil
-    }
-
-    private func exchange(_ request: URLRequest, body: RequestBody?, redirects: Int) async throws -> Step {
-        guard let url = request.url else { throw FerryError(.invalidURL, "The request has no URL.") }
-        let clientRequest = try makeClientRequest(request, body: body)
-        origin.touch()
-        let response = try await engine.client.execute(clientRequest, deadline: .distantFuture)
-        origin.touch()
-        let head = HTTPResponse(
-            url: url,
-            statusCode: Int(response.status.code),
-            reasonPhrase: response.status.reasonPhrase,
-            headers: HeaderFields(response.headers.map { (name: $0.name, value: $0.value) }),
-            httpVersion: "HTTP/\(response.version.major).\(response.version.minor)"
-        )
-        if let next = try await redirect(for: request, response: head, body: body, redirects: redirects) {
-            await drain(response.body)
-            origin.setCurrentRequest(next.request, redirectedBy: head)
-            return .redirect(next.request, keepsBody: next.keepsBody)
-        }
-        origin.didReceive(response: head)
-        return .finished(try await consume(response.body, head: head))
     }
 
     /// The request to follow a redirect with, or `nil` when `response` is final.
@@ -203,7 +233,7 @@ final class Transfer: Sendable {
 
     /// Reads a little of a body nobody wants, so its connection can be reused; a large one
     /// is abandoned (the connection is closed instead).
-    private func drain(_ body: HTTPClientResponse.Body) async {
+    func drain(_ body: HTTPClientResponse.Body) async {
         var remaining = 64 * 1024
         do {
             for try await chunk in body {
@@ -252,31 +282,26 @@ final class Transfer: Sendable {
         return !value.utf8.contains(where: { forbidden.contains($0) })
     }
 
-    // MARK: Bodies
+    // MARK: Bodies in memory
 
-    private func consume(_ body: HTTPClientResponse.Body, head: HTTPResponse) async throws -> TaskOutcome {
-        switch origin.plan {
-        case .download(let delivery):
-            return try await download(body, head: head, into: origin, delivery: delivery)
-        case .data, .upload:
-            if let delegate = session.delegate {
-                let session = self.session
-                let task = self.origin
-                switch await session.askDelegate({ await delegate.session(session, task: task, didReceive: head) }) {
-                case .allow:
-                    break
-                case .cancel:
-                    throw FerryError(
-                        .cancelledByDelegate,
-                        "The delegate cancelled the task on its response.",
-                        response: head
-                    )
-                case .becomeDownload:
-                    return try await becomeDownload(body, head: head)
-                }
+    private func consumeInMemory(_ body: HTTPClientResponse.Body, head: HTTPResponse) async throws -> TaskOutcome {
+        if let delegate = session.delegate {
+            let session = self.session
+            let task = self.origin
+            switch await session.askDelegate({ await delegate.session(session, task: task, didReceive: head) }) {
+            case .allow:
+                break
+            case .cancel:
+                throw FerryError(
+                    .cancelledByDelegate,
+                    "The delegate cancelled the task on its response.",
+                    response: head
+                )
+            case .becomeDownload:
+                return try await becomeDownload(body, head: head)
             }
-            return try await collect(body, head: head)
         }
+        return try await collect(body, head: head)
     }
 
     private func collect(_ body: HTTPClientResponse.Body, head: HTTPResponse) async throws -> TaskOutcome {
@@ -303,6 +328,7 @@ final class Transfer: Sendable {
         return .data(data)
     }
 
+    /// The data task's body continues in a new download task (disposition `.becomeDownload`).
     private func becomeDownload(_ body: HTTPClientResponse.Body, head: HTTPResponse) async throws -> TaskOutcome {
         guard let dataTask = origin as? DataTask else { return try await collect(body, head: head) }
         let download = try session.adoptDownload(from: dataTask, response: head)
@@ -312,7 +338,27 @@ final class Transfer: Sendable {
             dataTask.transferDidFinish(error: nil, outcome: .becameDownload)
         }
         do {
-            let outcome = try await self.download(body, head: head, into: download, delivery: .delegate)
+            guard head.isSuccess else { throw await statusError(head, body: body) }
+            let file = try PartialFile(in: configuration.downloadsDirectory)
+            do {
+                var writer = BodyWriter(
+                    file: file,
+                    task: download,
+                    offset: 0,
+                    skip: 0,
+                    limit: head.expectedContentLength
+                )
+                try await writer.write(body, checkpoint: nil)
+                try file.finish()
+            } catch {
+                file.discard()
+                throw error
+            }
+            guard download.transferWillFinish() else {
+                file.discard()
+                throw CancellationError()
+            }
+            let outcome = try await deliver(file.url, head: head, task: download, delivery: .delegate)
             download.transferDidFinish(error: nil, outcome: outcome)
         } catch {
             download.transferDidFinish(error: ferryError(from: error), outcome: nil)
@@ -320,54 +366,19 @@ final class Transfer: Sendable {
         return .becameDownload
     }
 
-    private func download(
-        _ body: HTTPClientResponse.Body,
-        head: HTTPResponse,
-        into task: SessionTask,
-        delivery: DownloadDelivery
-    ) async throws -> TaskOutcome {
-        guard head.isSuccess else {
-            let prefix = try? await body.collect(upTo: 64 * 1024)
-            throw FerryError(
-                .unacceptableStatusCode(head.statusCode),
-                "\(head.url.absoluteString): HTTP \(head.statusCode)\(head.reasonPhrase.isEmpty ? "" : " " + head.reasonPhrase)",
-                response: head,
-                responseBodyPrefix: prefix.map { Data($0.readableBytesView) }
-            )
-        }
-        let file = try PartialFile(in: configuration.downloadsDirectory)
-        do {
-            var throttle = ProgressThrottle()
-            var iterator = body.makeAsyncIterator()
-            while true {
-                try await task.waitWhilePaused()
-                guard let chunk = try await iterator.next() else { break }
-                try file.write(chunk)
-                let count = Int64(chunk.readableBytes)
-                let due = throttle.add(count)
-                task.didWrite(bytes: count, publish: due != nil, unpublished: due ?? 0)
-            }
-            if let rest = throttle.flush() { task.didWrite(bytes: 0, publish: true, unpublished: rest) }
-            if let expected = head.expectedContentLength, expected != file.bytesWritten {
-                throw FerryError(
-                    .badServerResponse,
-                    "The server sent \(file.bytesWritten) of the \(expected) bytes it announced.",
-                    response: head
-                )
-            }
-            try file.finish()
-        } catch {
-            file.discard()
-            throw error
-        }
-        guard task.transferWillFinish() else {
-            file.discard()
-            throw CancellationError()
-        }
-        return try await deliver(file.url, head: head, task: task, delivery: delivery)
+    /// The error for a status a download does not accept; the first 64 KiB of its body are
+    /// kept in the error, never written to a file.
+    func statusError(_ head: HTTPResponse, body: HTTPClientResponse.Body) async -> FerryError {
+        let prefix = try? await body.collect(upTo: 64 * 1024)
+        return FerryError(
+            .unacceptableStatusCode(head.statusCode),
+            "\(head.url.absoluteString): HTTP \(head.statusCode)\(head.reasonPhrase.isEmpty ? "" : " " + head.reasonPhrase)",
+            response: head,
+            responseBodyPrefix: prefix.map { Data($0.readableBytesView) }
+        )
     }
 
-    private func deliver(
+    func deliver(
         _ location: URL,
         head: HTTPResponse,
         task: SessionTask,
@@ -408,7 +419,11 @@ final class Transfer: Sendable {
 
     // MARK: Errors
 
-    private func ferryError(from error: any Error) -> FerryError {
+    /// The typed error for `error`. A timeout that stopped the transfer explains the
+    /// cancellation it caused; an error that is already typed says the most (it may carry
+    /// resume data) and is kept.
+    func ferryError(from error: any Error) -> FerryError {
+        if let error = error as? FerryError, error.resumeData != nil || error.reason != .cancelled { return error }
         if let reason = stopReason.withLock({ $0 }) { return reason }
         return Self.map(error)
     }

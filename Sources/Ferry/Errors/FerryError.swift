@@ -54,6 +54,8 @@ public struct FerryError: Error, Sendable, Equatable, CustomStringConvertible {
         case serializationFailed
         /// The delegate cancelled the task when it saw the response.
         case cancelledByDelegate
+        /// Resume data that is not Ferry's, is of another format version, or is inconsistent.
+        case invalidResumeData
     }
 
     /// Which timeout fired.
@@ -74,6 +76,9 @@ public struct FerryError: Error, Sendable, Equatable, CustomStringConvertible {
     public var responseBodyPrefix: Data?
     /// The underlying error's description, if another library reported it.
     public var underlying: String?
+    /// For a download that failed or was cancelled part-way: what continues it
+    /// (`NSURLSessionDownloadTaskResumeData` in URLSession's terms).
+    public var resumeData: ResumeData?
 
     /// Creates an error.
     public init(

@@ -86,7 +86,61 @@ extension Session {
     /// it is offered to the delegate's `didFinishDownloadingTo` and removed afterwards.
     public func downloadTask(with request: URLRequest, to destination: DownloadDestination? = nil) -> DownloadTask {
         let delivery: DownloadDelivery = destination.map { .destination($0) } ?? .delegate
-        return register { DownloadTask(identifier: $0, request: request, plan: .download(delivery), session: self) }
+        return register {
+            DownloadTask(identifier: $0, request: request, plan: .download(delivery, resume: nil), session: self)
+        }
+    }
+
+    /// A download task that continues from `resumeData` (from
+    /// ``DownloadTask/cancelProducingResumeData()`` or a failed download's
+    /// ``FerryError/resumeData``). It asks for the missing bytes with `Range` and `If-Range`;
+    /// if the partial file is gone or changed, or the resource changed, it starts over and
+    /// publishes ``TaskEvent/resumedAtOffset(_:expectedTotalBytes:)`` with offset 0.
+    ///
+    /// - Parameters:
+    ///   - resumeData: What continues the download.
+    ///   - destination: Where the file goes; `nil` offers it to the delegate.
+    ///   - headers: Header fields to add, such as credentials, which resume data never keeps.
+    public func downloadTask(
+        withResumeData resumeData: ResumeData,
+        to destination: DownloadDestination? = nil,
+        headers: [String: String] = [:]
+    ) -> DownloadTask {
+        let delivery: DownloadDelivery = destination.map { .destination($0) } ?? .delegate
+        return register {
+            DownloadTask(
+                identifier: $0,
+                request: Self.request(resuming: resumeData, headers: headers),
+                plan: .download(delivery, resume: resumeData),
+                session: self
+            )
+        }
+    }
+
+    /// Continues a download from `resumeData` and returns the file and final response.
+    public func download(
+        resumingWith resumeData: ResumeData,
+        to destination: DownloadDestination? = nil,
+        headers: [String: String] = [:]
+    ) async throws(FerryError) -> (URL, HTTPResponse) {
+        let delivery: DownloadDelivery = destination.map { .destination($0) } ?? .handOver
+        let task = register {
+            DownloadTask(
+                identifier: $0,
+                request: Self.request(resuming: resumeData, headers: headers),
+                plan: .download(delivery, resume: resumeData),
+                session: self
+            )
+        }
+        return try await run(task, \.file)
+    }
+
+    static func request(resuming resumeData: ResumeData, headers: [String: String]) -> URLRequest {
+        var request = URLRequest(url: resumeData.currentURL)
+        for (name, value) in resumeData.headers.merging(headers, uniquingKeysWith: { _, new in new }) {
+            request.setValue(value, forHTTPHeaderField: name)
+        }
+        return request
     }
 
     /// A download task for a GET of `url`.
@@ -167,7 +221,9 @@ extension Session {
         to destination: DownloadDestination? = nil
     ) async throws(FerryError) -> (URL, HTTPResponse) {
         let delivery: DownloadDelivery = destination.map { .destination($0) } ?? .handOver
-        let task = register { DownloadTask(identifier: $0, request: request, plan: .download(delivery), session: self) }
+        let task = register {
+            DownloadTask(identifier: $0, request: request, plan: .download(delivery, resume: nil), session: self)
+        }
         return try await run(task, \.file)
     }
 

@@ -162,7 +162,7 @@ public final class Session: Sendable {
             DownloadTask(
                 identifier: identifier,
                 request: dataTask.currentRequest,
-                plan: .download(.delegate),
+                plan: .download(.delegate, resume: nil),
                 session: self
             )
         }
@@ -236,6 +236,15 @@ public final class Session: Sendable {
                         totalBytesExpectedToWrite: expected
                     )
                 }
+            case .resumedAtOffset(let offset, let expected):
+                if let download = task as? DownloadTask {
+                    delegate?.session(
+                        self,
+                        downloadTask: download,
+                        didResumeAtOffset: offset,
+                        expectedTotalBytes: expected
+                    )
+                }
             case .finishedDownloading(let location):
                 if let download = task as? DownloadTask {
                     delegate?.session(self, downloadTask: download, didFinishDownloadingTo: location)
@@ -247,7 +256,7 @@ public final class Session: Sendable {
             case .completed(let error):
                 delegate?.session(self, task: task, didCompleteWithError: error)
                 task.completionHandler?(task, error)
-            case .resumed, .suspended, .willRedirect, .response, .movedDownload, .failedToMoveDownload:
+            case .resumed, .suspended, .willRedirect, .response, .movedDownload, .failedToMoveDownload, .willRetry:
                 break
             }
         }

@@ -59,6 +59,15 @@ public struct SessionConfiguration: Sendable {
     /// Default: `ferry-downloads` in the system's temporary directory.
     public var downloadsDirectory: URL
 
+    /// How failed downloads are retried (by resuming them). Default ``RetryPolicy/default``:
+    /// five retries with capped exponential backoff. Tasks may override it.
+    public var retryPolicy: RetryPolicy = .default
+
+    /// Whether a download may continue a partial file that no strong validator ties to the
+    /// server's current version. Off by default: without a validator, bytes on disk could
+    /// belong to another version, so the download starts over.
+    public var allowsUnvalidatedResume = false
+
     /// Seconds an idle pooled connection is kept open. Default 60.
     public var connectionIdleTimeout: TimeInterval = 60
 

@@ -59,6 +59,14 @@ public protocol SessionDelegate: AnyObject, Sendable {
         totalBytesWritten: Int64,
         totalBytesExpectedToWrite: Int64?
     )
+    /// A resumed download continues at `fileOffset` (0 when the bytes on disk could not be
+    /// reused). Like `urlSession(_:downloadTask:didResumeAtOffset:expectedTotalBytes:)`.
+    func session(
+        _ session: Session,
+        downloadTask: DownloadTask,
+        didResumeAtOffset fileOffset: Int64,
+        expectedTotalBytes: Int64?
+    )
     /// A download is complete at `location`. When the task has no destination, move the file
     /// during this call: it is removed afterwards, as URLSession does.
     func session(_ session: Session, downloadTask: DownloadTask, didFinishDownloadingTo location: URL)
@@ -98,6 +106,12 @@ extension SessionDelegate {
         didWriteData bytesWritten: Int64,
         totalBytesWritten: Int64,
         totalBytesExpectedToWrite: Int64?
+    ) {}
+    public func session(
+        _ session: Session,
+        downloadTask: DownloadTask,
+        didResumeAtOffset fileOffset: Int64,
+        expectedTotalBytes: Int64?
     ) {}
     public func session(_ session: Session, downloadTask: DownloadTask, didFinishDownloadingTo location: URL) {}
     public func session(_ session: Session, dataTask: DataTask, didBecome downloadTask: DownloadTask) {}

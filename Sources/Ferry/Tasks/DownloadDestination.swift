@@ -70,5 +70,5 @@ enum DownloadDelivery: Sendable {
 enum TransferPlan: Sendable {
     case data
     case upload(RequestBody)
-    case download(DownloadDelivery)
+    case download(DownloadDelivery, resume: ResumeData?)
 }

@@ -9,4 +9,25 @@ public import Foundation
 public final class DownloadTask: SessionTask, @unchecked Sendable {
     /// Where the file ended up, once the task completed successfully.
     public var fileURL: URL? { outcome?.file }
+
+    /// Cancels the download, keeping its partial file, and returns what continues it, or
+    /// `nil` when there is nothing worth continuing (no byte on disk, no strong validator,
+    /// or the download had already finished). Like URLSession's
+    /// `cancel(byProducingResumeData:)`, and it works on Linux.
+    ///
+    /// ```swift
+    /// if let resumeData = await task.cancelProducingResumeData() {
+    ///     let continued = session.downloadTask(withResumeData: resumeData, to: .file(destination))
+    ///     continued.resume()
+    /// }
+    /// ```
+    public func cancelProducingResumeData() async -> ResumeData? {
+        cancelKeepingPartial()
+        return await completion().0?.resumeData
+    }
+
+    /// Completion-handler form of ``cancelProducingResumeData()``.
+    public func cancel(byProducingResumeData completionHandler: @escaping @Sendable (ResumeData?) -> Void) {
+        Task { completionHandler(await cancelProducingResumeData()) }
+    }
 }

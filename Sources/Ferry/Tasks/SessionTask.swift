@@ -36,6 +36,9 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
         var bytesReceived: Int64 = 0
         var bytesExpectedToReceive: Int64?
         var redirectPolicy: RedirectPolicy?
+        var retryPolicy: RetryPolicy?
+        /// The owner asked for resume data when it cancelled.
+        var producesResumeData = false
         var subscribers: [Int: AsyncStream<TaskEvent>.Continuation] = [:]
         var nextSubscriber = 0
         var completionWaiters: [CheckedContinuation<Void, Never>] = []
@@ -115,6 +118,13 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
     public var redirectPolicy: RedirectPolicy? {
         get { storage.withLock { $0.redirectPolicy } }
         set { storage.withLock { $0.redirectPolicy = newValue } }
+    }
+
+    /// This task's retry policy for downloads; `nil` uses the session's. Set it before
+    /// `resume()`.
+    public var retryPolicy: RetryPolicy? {
+        get { storage.withLock { $0.retryPolicy } }
+        set { storage.withLock { $0.retryPolicy = newValue } }
     }
 
     public var description: String {
@@ -295,12 +305,36 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
         }
     }
 
-    func didReceive(response: HTTPResponse) {
+    /// The final response head arrived; `announce` publishes `.response` (a download that
+    /// asks again publishes only its first).
+    func didReceive(response: HTTPResponse, announce: Bool = true) {
         storage.withLock { storage in
             storage.response = response
             storage.bytesExpectedToReceive = response.expectedBodyLength(forMethod: storage.currentRequest.method)
-            publish(.response(response), in: &storage)
+            if announce { publish(.response(response), in: &storage) }
         }
+    }
+
+    /// A download continues at `bytes` of a representation of `expected` bytes.
+    func setDownloadPosition(_ bytes: Int64, expected: Int64?) {
+        storage.withLock { storage in
+            storage.bytesReceived = bytes
+            storage.bytesExpectedToReceive = expected
+        }
+    }
+
+    /// Whether `cancel` was called (the transfer is stopping).
+    var isCanceling: Bool {
+        storage.withLock { if case .canceling = $0.machine.state { true } else { false } }
+    }
+
+    /// Whether the owner cancelled asking for resume data.
+    var producesResumeData: Bool { storage.withLock { $0.producesResumeData } }
+
+    /// Cancels, asking the transfer to keep its partial file and make resume data.
+    func cancelKeepingPartial() {
+        storage.withLock { $0.producesResumeData = true }
+        cancel()
     }
 
     /// Counts received body bytes; publishes `data` when somebody listens.
@@ -375,8 +409,11 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
 
     /// The transfer ended: completes the task unless it already completed.
     func transferDidFinish(error: FerryError?, outcome: TaskOutcome?) {
+        let transferError = error
         let waiters: Completion? = storage.withLock { storage in
-            guard case .complete(let error) = storage.machine.transferFinished(error: error) else { return nil }
+            guard case .complete(var error) = storage.machine.transferFinished(error: error) else { return nil }
+            // A cancel's reason wins, but the resume data the stopped transfer made survives.
+            if error != nil, error?.resumeData == nil { error?.resumeData = transferError?.resumeData }
             if error == nil { storage.outcome = outcome }
             return completeLocked(error: error, in: &storage)
         }

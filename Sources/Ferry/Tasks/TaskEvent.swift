@@ -24,6 +24,11 @@ public enum TaskEvent: Sendable {
     /// Request body bytes were handed to the connection. `totalBytesExpectedToSend` is
     /// `nil` for a stream of unknown length.
     case sentBodyData(bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64?)
+    /// A download continues at `offset` of the file (0 when bytes already on disk could not
+    /// be reused and were discarded). Like URLSession's `didResumeAtOffset`.
+    case resumedAtOffset(Int64, expectedTotalBytes: Int64?)
+    /// A download will try again after `delay` seconds, because of `error`.
+    case willRetry(attempt: Int, delay: TimeInterval, error: FerryError)
     /// Body bytes were written to the partial file. `totalBytesExpectedToWrite` is `nil` when
     /// the server did not say.
     case wroteData(bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64?)

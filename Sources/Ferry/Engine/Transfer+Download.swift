@@ -1,0 +1,354 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+extension Transfer {
+    /// What one response did for a download.
+    enum DownloadStep: Sendable {
+        /// Every byte is on disk.
+        case done
+        /// Ask again: the rest of a short 206, or from byte 0 after a restart.
+        case again
+    }
+
+    /// Most times one task discards its partial and starts over before failing: a server
+    /// that keeps changing the resource, or answers ranges inconsistently, gets no more.
+    static let maximumRestarts = 3
+
+    /// Downloads into a partial file, continuing from resume data if there is any, asking
+    /// for the rest after short answers, retrying transient failures by resuming, and
+    /// checkpointing so that a crash loses at most one checkpoint interval.
+    func download(delivery: DownloadDelivery, resume: ResumeData?) async throws -> TaskOutcome {
+        var request = task.originalRequest
+        let allowUnvalidated = configuration.allowsUnvalidatedResume
+        var planner = ResumePlanner(allowUnvalidatedResume: allowUnvalidated)
+        let file: PartialFile
+        if let resume, let reopened = PartialFile(resuming: resume.partialFile, keep: resume.bytesOnDisk) {
+            file = reopened
+            planner = ResumePlanner(
+                partial: .init(
+                    bytesOnDisk: resume.bytesOnDisk,
+                    totalLength: resume.totalLength,
+                    validator: resume.validator
+                ),
+                allowUnvalidatedResume: allowUnvalidated
+            )
+        } else {
+            file = try PartialFile(in: configuration.downloadsDirectory)
+        }
+        let policy = task.retryPolicy ?? configuration.retryPolicy
+        var retries = 0
+        var restarts = 0
+        var progress = DownloadProgress(resumed: resume != nil)
+        do {
+            while true {
+                let plan = planner.nextRequest()
+                if plan == .full, file.length > 0 {
+                    try file.truncate(to: 0)
+                    planner.reset()
+                }
+                let attempt = Self.request(request, for: plan)
+                do {
+                    let step: DownloadStep = try await send(attempt, body: nil) { body, head in
+                        // Later requests go straight to where the resource was found; its
+                        // identity is its validator and length, not its URL.
+                        request.url = head.url
+                        return try await handle(
+                            head,
+                            body: body,
+                            plan: plan,
+                            planner: &planner,
+                            file: file,
+                            progress: &progress,
+                            request: request
+                        )
+                    }
+                    switch step {
+                    case .done:
+                        break
+                    case .again:
+                        if planner.nextRequest() == .full {
+                            restarts += 1
+                            if restarts > Self.maximumRestarts {
+                                throw FerryError(
+                                    .badServerResponse,
+                                    "Gave up after \(Self.maximumRestarts) restarts: the server's answers to range requests do not fit together."
+                                )
+                            }
+                        }
+                        continue
+                    }
+                    break
+                } catch {
+                    let failure = ferryError(from: error)
+                    // Bytes written before the failure belong to the version the planner
+                    // knows; they are kept and continued.
+                    planner.recordWritten(upTo: file.length)
+                    if Task.isCancelled || failure.reason == .cancelled { throw failure }
+                    retries += 1
+                    guard let delay = policy.delay(beforeRetry: retries, after: failure) else { throw failure }
+                    task.publish(.willRetry(attempt: retries, delay: delay, error: failure))
+                    progress.willContinue()
+                    if file.length > 0 { try? checkpoint(file, request: request, planner: planner).write() }
+                    try await Task.sleep(for: .seconds(delay))
+                }
+            }
+            try file.finish()
+        } catch {
+            planner.recordWritten(upTo: file.length)
+            throw keepOrDiscard(file, after: ferryError(from: error), request: request, planner: planner)
+        }
+        guard task.transferWillFinish() else {
+            file.discard()
+            throw CancellationError()
+        }
+        FileSystem.removeIfPresent(file.metadataURL)
+        guard let head = task.response else {
+            file.discard()
+            throw FerryError(.badServerResponse, "The download completed without a response.")
+        }
+        return try await deliver(file.url, head: head, task: task, delivery: delivery)
+    }
+
+    /// One response: decide with the planner, then write (or refuse) its body.
+    private func handle(
+        _ head: HTTPResponse,
+        body: HTTPClientResponse.Body,
+        plan: ResumePlanner.RequestPlan,
+        planner: inout ResumePlanner,
+        file: PartialFile,
+        progress: inout DownloadProgress,
+        request: URLRequest
+    ) async throws -> DownloadStep {
+        let hadBytes = file.length > 0
+        let action = planner.evaluate(head, for: plan)
+        let checkpoint = checkpoint(file, request: request, planner: planner)
+        switch action {
+        case .fail(let error):
+            // A status the download cannot use: its body never touches the partial file.
+            if case .unacceptableStatusCode = error.reason { throw await statusError(head, body: body) }
+            await drain(body)
+            throw error
+        case .restart:
+            await drain(body)
+            try file.truncate(to: 0)
+            planner.reset()
+            if hadBytes { progress.announceOffset(0, total: nil, task: task, force: true) }
+            return .again
+        case .complete:
+            await drain(body)
+            progress.announceResponse(head, task: task)
+            return .done
+        case .writeFromStart(let expected, let restart):
+            try file.truncate(to: 0)
+            progress.announceResponse(head, task: task)
+            progress.announceOffset(0, total: expected, task: task, force: restart != nil && hadBytes)
+            var writer = BodyWriter(file: file, task: task, offset: 0, skip: 0, limit: expected)
+            try await writer.write(body, checkpoint: checkpoint)
+            planner.recordWritten(upTo: file.length)
+            if let expected, file.length < expected {
+                throw FerryError(
+                    .badServerResponse,
+                    "The body ended after \(file.length) of \(expected) bytes.",
+                    response: head
+                )
+            }
+            return .done
+        case .writeRange(let offset, let skip, let length):
+            progress.announceResponse(head, task: task)
+            progress.announceOffset(offset, total: planner.partial.totalLength, task: task, force: false)
+            var writer = BodyWriter(file: file, task: task, offset: offset, skip: skip, limit: length)
+            try await writer.write(body, checkpoint: checkpoint)
+            planner.recordWritten(upTo: file.length)
+            if writer.written < length {
+                throw FerryError(
+                    .badServerResponse,
+                    "The 206 ended after \(writer.written) of the \(length) bytes its Content-Range promised.",
+                    response: head
+                )
+            }
+            if planner.isComplete { return .done }
+            // A short 206 (fewer bytes than asked), or a total still unknown: ask for the rest.
+            return .again
+        }
+    }
+
+    /// The request for `plan`: `Range` and `If-Range` for a range, neither for a full
+    /// request; `Accept-Encoding: identity` always (ranges refer to unencoded bytes).
+    static func request(_ request: URLRequest, for plan: ResumePlanner.RequestPlan) -> URLRequest {
+        var attempt = request
+        attempt.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
+        switch plan {
+        case .full:
+            attempt.setValue(nil, forHTTPHeaderField: "Range")
+            attempt.setValue(nil, forHTTPHeaderField: "If-Range")
+        case .range(let offset, let ifRange):
+            attempt.setValue("bytes=\(offset)-", forHTTPHeaderField: "Range")
+            attempt.setValue(ifRange, forHTTPHeaderField: "If-Range")
+        }
+        return attempt
+    }
+
+    /// After a failure or cancel: keep the partial and attach resume data when its bytes can
+    /// be continued (and the caller did not cancel without asking for resume data);
+    /// otherwise remove it.
+    private func keepOrDiscard(
+        _ file: PartialFile,
+        after error: FerryError,
+        request: URLRequest,
+        planner: ResumePlanner
+    ) -> FerryError {
+        var error = error
+        let cancelled = error.reason == .cancelled || task.isCanceling
+        let resumable = planner.partial.validator != nil || configuration.allowsUnvalidatedResume
+        guard file.length > 0, resumable, !cancelled || task.producesResumeData else {
+            file.discard()
+            return error
+        }
+        do {
+            try file.finish()
+            let resumeData = Self.resumeData(for: task, request: request, file: file, planner: planner)
+            try file.writeMetadata(resumeData)
+            error.resumeData = resumeData
+        } catch {
+            file.discard()
+        }
+        return error
+    }
+
+    /// Checkpoints for `file` as the planner knows it now; disabled when its bytes could not
+    /// be resumed anyway (no strong validator).
+    private func checkpoint(_ file: PartialFile, request: URLRequest, planner: ResumePlanner) -> Checkpoint {
+        Checkpoint(
+            file: file,
+            template: Self.resumeData(for: task, request: request, file: file, planner: planner),
+            enabled: planner.partial.validator != nil || configuration.allowsUnvalidatedResume
+        )
+    }
+
+    static func resumeData(
+        for task: SessionTask,
+        request: URLRequest,
+        file: PartialFile,
+        planner: ResumePlanner
+    )
+        -> ResumeData
+    {
+        ResumeData(
+            originalURL: task.originalRequest.url ?? request.url ?? file.url,
+            currentURL: request.url ?? file.url,
+            headers: (request.allHTTPHeaderFields ?? [:]).filter {
+                !["range", "if-range", "accept-encoding"].contains($0.key.lowercased())
+            },
+            bytesOnDisk: file.length,
+            totalLength: planner.partial.totalLength,
+            validator: planner.partial.validator,
+            partialFile: file.url
+        )
+    }
+}
+
+/// Events a download owes its observers once: the response head, and where it continues.
+struct DownloadProgress {
+    private var announcedResponse = false
+    /// The next response continues bytes already on disk: say where.
+    private var offsetPending: Bool
+
+    init(resumed: Bool) { offsetPending = resumed }
+
+    /// A retry is about to continue the download.
+    mutating func willContinue() { offsetPending = true }
+
+    mutating func announceResponse(_ head: HTTPResponse, task: SessionTask) {
+        task.didReceive(response: head, announce: !announcedResponse)
+        announcedResponse = true
+    }
+
+    /// Publishes `resumedAtOffset` for the first response after a resume or a retry, and
+    /// whenever bytes on disk are discarded (`force`).
+    mutating func announceOffset(_ offset: Int64, total: Int64?, task: SessionTask, force: Bool) {
+        task.setDownloadPosition(offset, expected: total)
+        guard force || offsetPending else { return }
+        offsetPending = false
+        task.publish(.resumedAtOffset(offset, expectedTotalBytes: total))
+    }
+}
+
+/// Flushes the partial file, then writes resume data describing it (temp file + rename), so
+/// that after a crash the metadata never claims bytes that are not on disk.
+struct Checkpoint {
+    static let interval: Duration = .seconds(1)
+    static let bytes: Int64 = 8 << 20
+
+    let file: PartialFile
+    /// Everything but the byte count and the time.
+    let template: ResumeData
+    let enabled: Bool
+
+    func write() throws {
+        guard enabled else { return }
+        try file.flush()
+        var resumeData = template
+        resumeData.bytesOnDisk = file.length
+        resumeData.createdAt = Date()
+        try file.writeMetadata(resumeData)
+    }
+}
+
+/// Streams one response body into the partial file at an offset: skips bytes the server
+/// repeated, refuses bytes past what the headers promised, reports progress, checkpoints.
+struct BodyWriter {
+    let file: PartialFile
+    let task: SessionTask
+    private var position: Int64
+    private var skip: Int64
+    private let limit: Int64?
+    private(set) var written: Int64 = 0
+
+    init(file: PartialFile, task: SessionTask, offset: Int64, skip: Int64, limit: Int64?) {
+        self.file = file
+        self.task = task
+        self.position = offset
+        self.skip = skip
+        self.limit = limit
+    }
+
+    mutating func write(_ body: HTTPClientResponse.Body, checkpoint: Checkpoint?) async throws {
+        var throttle = ProgressThrottle()
+        var lastCheckpoint = (bytes: position, time: ContinuousClock.now)
+        var iterator = body.makeAsyncIterator()
+        while true {
+            try await task.waitWhilePaused()
+            guard let chunk = try await iterator.next() else { break }
+            let count = try chunk.withUnsafeReadableBytes { bytes -> Int64 in
+                var slice = bytes
+                if skip > 0 {
+                    let dropped = Int(min(skip, Int64(slice.count)))
+                    slice = UnsafeRawBufferPointer(rebasing: slice[dropped...])
+                    skip -= Int64(dropped)
+                }
+                if let limit, written + Int64(slice.count) > limit {
+                    throw FerryError(.badServerResponse, "The server sent more bytes than its headers announced.")
+                }
+                try file.write(slice, at: position)
+                return Int64(slice.count)
+            }
+            position += count
+            written += count
+            let due = throttle.add(count)
+            task.didWrite(bytes: count, publish: due != nil, unpublished: due ?? 0)
+            if let checkpoint,
+                position - lastCheckpoint.bytes >= Checkpoint.bytes
+                    || ContinuousClock.now - lastCheckpoint.time >= Checkpoint.interval
+            {
+                try checkpoint.write()
+                lastCheckpoint = (position, .now)
+            }
+        }
+        if let rest = throttle.flush() { task.didWrite(bytes: 0, publish: true, unpublished: rest) }
+    }
+}

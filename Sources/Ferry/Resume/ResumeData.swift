@@ -1,0 +1,97 @@
+public import Foundation
+
+/// Everything needed to continue an interrupted download later, in this process or another.
+///
+/// A versioned, `Codable` value (JSON on disk; the format is documented in
+/// `docs/ResumeData.md`). It names the partial file and how many of its bytes were flushed
+/// to disk, the validator that identifies the version of the resource those bytes belong to,
+/// and the request that continues it, without credentials (they are re-applied from the
+/// session or the new request).
+///
+/// ```swift
+/// let data = await task.cancelProducingResumeData()
+/// try data?.encoded().write(to: stateFile)
+/// // later, maybe after a restart:
+/// let resume = try ResumeData(decoding: Data(contentsOf: stateFile))
+/// let task = session.downloadTask(withResumeData: resume, to: .file(destination))
+/// ```
+public struct ResumeData: Codable, Sendable, Equatable {
+    /// The format this build writes and reads.
+    public static let currentVersion = 1
+
+    /// The format version.
+    public var version: Int
+    /// The URL the download was created with.
+    public var originalURL: URL
+    /// The URL that answered last (after redirects).
+    public var currentURL: URL
+    /// Request header fields to send again, credentials removed.
+    public var headers: [String: String]
+    /// Bytes of the partial file known to be on stable storage, all from one version.
+    public var bytesOnDisk: Int64
+    /// The representation's length, when the server said.
+    public var totalLength: Int64?
+    /// The strong validator of the version the bytes belong to; `nil` when the server gave none.
+    public var validator: Validator?
+    /// The partial file.
+    public var partialFile: URL
+    /// When this resume data was made.
+    public var createdAt: Date
+
+    static let credentialHeaders: Set<String> = ["authorization", "proxy-authorization", "cookie"]
+
+    init(
+        originalURL: URL,
+        currentURL: URL,
+        headers: [String: String],
+        bytesOnDisk: Int64,
+        totalLength: Int64?,
+        validator: Validator?,
+        partialFile: URL,
+        createdAt: Date = Date()
+    ) {
+        self.version = Self.currentVersion
+        self.originalURL = originalURL
+        self.currentURL = currentURL
+        self.headers = headers.filter { !Self.credentialHeaders.contains($0.key.lowercased()) }
+        self.bytesOnDisk = bytesOnDisk
+        self.totalLength = totalLength
+        self.validator = validator
+        self.partialFile = partialFile
+        self.createdAt = createdAt
+    }
+
+    /// Decodes and checks resume data. Foreign, corrupt or inconsistent data is a
+    /// ``FerryError/Reason/invalidResumeData`` error, never a crash.
+    public init(decoding data: Data) throws(FerryError) {
+        let decoded: ResumeData
+        do {
+            let decoder = JSONDecoder()
+            decoder.dateDecodingStrategy = .iso8601
+            decoded = try decoder.decode(ResumeData.self, from: data)
+        } catch {
+            throw FerryError(.invalidResumeData, "The resume data is not Ferry resume data.", underlying: error)
+        }
+        guard decoded.version == Self.currentVersion else {
+            throw FerryError(
+                .invalidResumeData,
+                "The resume data has format version \(decoded.version); this build reads \(Self.currentVersion)."
+            )
+        }
+        guard decoded.bytesOnDisk >= 0, decoded.totalLength.map({ $0 >= decoded.bytesOnDisk }) ?? true,
+            decoded.partialFile.isFileURL, ["http", "https"].contains(decoded.currentURL.scheme?.lowercased() ?? "")
+        else {
+            throw FerryError(.invalidResumeData, "The resume data is inconsistent.")
+        }
+        self = decoded
+    }
+
+    /// The JSON form (sorted keys, ISO 8601 dates).
+    public func encoded() -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
+        encoder.dateEncodingStrategy = .iso8601
+        // Encoding plain values cannot fail; an empty object is never produced in practice.
+        return (try? encoder.encode(self)) ?? Data("{}".utf8)
+    }
+}

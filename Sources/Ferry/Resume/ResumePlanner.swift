@@ -1,0 +1,177 @@
+/// Decides, without I/O, how to continue a download and what to make of each response.
+///
+/// It holds what is known about the partial file (bytes on disk, total length, validator)
+/// and answers two questions:
+/// - ``nextRequest()``: a full request, or `Range: bytes=N-` with `If-Range` (RFC 9110 §14.2,
+///   §13.1.5). A range is asked only when the bytes on disk are tied to a strong validator
+///   (or the caller opted into unvalidated resume).
+/// - ``evaluate(_:for:)``: write a 200 from byte 0 (the server ignored the range or the
+///   resource changed), write a 206 at the offset it really starts at, finish on a 416 that
+///   proves the file complete, restart on any other 416, and refuse anything that does not
+///   parse or fit.
+///
+/// The owner performs the writes and reports progress back with ``recordWritten(upTo:)``.
+struct ResumePlanner: Sendable, Equatable {
+    /// What is known about the partial file.
+    struct Partial: Sendable, Equatable {
+        var bytesOnDisk: Int64 = 0
+        var totalLength: Int64?
+        var validator: Validator?
+    }
+
+    private(set) var partial: Partial
+    /// Resume without a validator when the caller accepts the risk (or checks a checksum).
+    let allowUnvalidatedResume: Bool
+
+    init(partial: Partial = Partial(), allowUnvalidatedResume: Bool = false) {
+        self.partial = partial
+        self.allowUnvalidatedResume = allowUnvalidatedResume
+    }
+
+    enum RequestPlan: Sendable, Equatable {
+        /// Ask for the whole representation; any bytes on disk are discarded first.
+        case full
+        /// Ask for bytes from `offset` on, with `If-Range` when there is a validator.
+        case range(from: Int64, ifRange: String?)
+    }
+
+    /// Why the partial file is discarded.
+    enum RestartReason: Sendable, Equatable {
+        case noStrongValidator
+        case partialLargerThanTotal
+        case serverIgnoredRange
+        case representationChanged
+        case unsatisfiableRange
+        case unusableRange
+    }
+
+    func nextRequest() -> RequestPlan {
+        guard partial.bytesOnDisk > 0 else { return .full }
+        if let total = partial.totalLength, partial.bytesOnDisk > total { return .full }
+        if let validator = partial.validator {
+            return .range(from: partial.bytesOnDisk, ifRange: validator.headerValue)
+        }
+        return allowUnvalidatedResume ? .range(from: partial.bytesOnDisk, ifRange: nil) : .full
+    }
+
+    /// Why ``nextRequest()`` asks for the whole body although bytes are on disk, if it does.
+    var restartReason: RestartReason? {
+        guard partial.bytesOnDisk > 0, nextRequest() == .full else { return nil }
+        if let total = partial.totalLength, partial.bytesOnDisk > total { return .partialLargerThanTotal }
+        return .noStrongValidator
+    }
+
+    enum ResponseAction: Sendable, Equatable {
+        /// Discard the partial and write this body from byte 0.
+        case writeFromStart(expectedLength: Int64?, restart: RestartReason?)
+        /// Skip the first `skip` body bytes, then write `length` bytes at `offset`.
+        case writeRange(offset: Int64, skip: Int64, length: Int64)
+        /// The file on disk is already the whole representation.
+        case complete
+        /// Discard the partial and ask again for the whole representation.
+        case restart(RestartReason)
+        /// The response cannot be used.
+        case fail(FerryError)
+    }
+
+    /// What to do with `response`, the answer to `plan`.
+    mutating func evaluate(_ response: HTTPResponse, for plan: RequestPlan) -> ResponseAction {
+        let status = response.statusCode
+        let encoded = response.headers["Content-Encoding"].map { !$0.isEmpty && $0.lowercased() != "identity" } ?? false
+        switch status {
+        case 206:
+            return evaluatePartial(response, for: plan, encoded: encoded)
+        case 416:
+            guard case .range = plan else {
+                return .fail(
+                    FerryError(
+                        .unacceptableStatusCode(416),
+                        "\(response.url.absoluteString): HTTP 416 to a request without Range",
+                        response: response
+                    )
+                )
+            }
+            guard case .unsatisfied(let complete)? = response.headers["Content-Range"].flatMap(ContentRange.init)
+            else { return .restart(.unsatisfiableRange) }
+            let validatorHolds = partial.validator.map { $0.matches(response) } ?? allowUnvalidatedResume
+            if case .range = plan, complete == partial.bytesOnDisk, validatorHolds,
+                partial.totalLength.map({ $0 == complete }) ?? true
+            {
+                partial.totalLength = complete
+                return .complete
+            }
+            return .restart(.unsatisfiableRange)
+        case 200..<300:
+            let restart: RestartReason? =
+                if case .range = plan {
+                    partial.validator.map { $0.matches(response) } == false
+                        ? .representationChanged : .serverIgnoredRange
+                } else {
+                    restartReason
+                }
+            let length = response.expectedBodyLength(forMethod: .get)
+            partial = Partial(bytesOnDisk: 0, totalLength: length, validator: Validator(response: response))
+            return .writeFromStart(expectedLength: length, restart: restart)
+        default:
+            return .fail(
+                FerryError(
+                    .unacceptableStatusCode(status),
+                    "\(response.url.absoluteString): HTTP \(status)\(response.reasonPhrase.isEmpty ? "" : " " + response.reasonPhrase)",
+                    response: response
+                )
+            )
+        }
+    }
+
+    private mutating func evaluatePartial(
+        _ response: HTTPResponse,
+        for plan: RequestPlan,
+        encoded: Bool
+    ) -> ResponseAction {
+        let offset: Int64
+        switch plan {
+        case .full: offset = 0
+        case .range(let from, _): offset = from
+        }
+        guard let header = response.headers["Content-Range"],
+            case .satisfied(let first, let last, let complete)? = ContentRange(header)
+        else {
+            return .fail(
+                FerryError(
+                    .badServerResponse,
+                    "The server answered 206 with a Content-Range that does not parse: '\(response.headers["Content-Range"] ?? "none")'.",
+                    response: response
+                )
+            )
+        }
+        if let length = response.expectedContentLength, length != last - first + 1 {
+            return .fail(
+                FerryError(
+                    .badServerResponse,
+                    "The 206's Content-Length (\(length)) does not match its Content-Range (\(header)).",
+                    response: response
+                )
+            )
+        }
+        // A range over a content-coded body refers to coded bytes we cannot trust to line up.
+        if encoded { return .restart(.unusableRange) }
+        // The 206 must belong to the version the bytes on disk came from.
+        if let validator = partial.validator, let offered = Validator(response: response), offered != validator {
+            return .restart(.representationChanged)
+        }
+        if let known = partial.totalLength, let complete, known != complete { return .restart(.representationChanged) }
+        // It must cover the next byte we need; bytes before it are skipped, never appended.
+        guard first <= offset, last >= offset else { return .restart(.unusableRange) }
+        if partial.totalLength == nil { partial.totalLength = complete }
+        return .writeRange(offset: offset, skip: offset - first, length: last - offset + 1)
+    }
+
+    /// The owner wrote (and will flush) bytes up to `end`.
+    mutating func recordWritten(upTo end: Int64) { partial.bytesOnDisk = end }
+
+    /// The owner discarded the partial file.
+    mutating func reset() { partial.bytesOnDisk = 0 }
+
+    /// Whether every byte of a known total is on disk.
+    var isComplete: Bool { partial.totalLength.map { partial.bytesOnDisk == $0 } ?? false }
+}

@@ -1,0 +1,75 @@
+public import Foundation
+
+/// When a failed download is tried again (by resuming it) and how long to wait first.
+///
+/// Transient failures are retried: a connection lost or refused, an idle timeout, a body cut
+/// short, and the statuses 408, 429, 500, 502, 503 and 504. Other 4xx and 5xx statuses,
+/// cancellation, file-system errors and the resource timeout are final. The wait grows
+/// exponentially from ``baseDelay`` up to ``maximumDelay`` with full jitter, and a
+/// `Retry-After` the server sent (seconds or an HTTP-date) is honoured up to
+/// ``maximumRetryAfter``.
+///
+/// ```swift
+/// configuration.retryPolicy = RetryPolicy(maximumRetries: 10)
+/// task.retryPolicy = .none
+/// ```
+public struct RetryPolicy: Sendable, Equatable {
+    /// Tries after the first; 0 means none.
+    public var maximumRetries: Int
+    /// The first wait.
+    public var baseDelay: TimeInterval
+    /// The longest wait between tries.
+    public var maximumDelay: TimeInterval
+    /// The longest `Retry-After` honoured.
+    public var maximumRetryAfter: TimeInterval
+
+    public init(
+        maximumRetries: Int = 5,
+        baseDelay: TimeInterval = 0.5,
+        maximumDelay: TimeInterval = 30,
+        maximumRetryAfter: TimeInterval = 300
+    ) {
+        self.maximumRetries = max(0, maximumRetries)
+        self.baseDelay = max(0, baseDelay)
+        self.maximumDelay = max(0, maximumDelay)
+        self.maximumRetryAfter = max(0, maximumRetryAfter)
+    }
+
+    /// Five retries from half a second, at most 30 s apart.
+    public static let `default` = RetryPolicy()
+    /// Never retry.
+    public static let none = RetryPolicy(maximumRetries: 0)
+
+    static let retriedStatuses: Set<Int> = [408, 429, 500, 502, 503, 504]
+
+    /// Whether `error` is worth another try.
+    static func isTransient(_ error: FerryError) -> Bool {
+        switch error.reason {
+        case .network, .badServerResponse, .timedOut(.idle): true
+        case .unacceptableStatusCode(let status): retriedStatuses.contains(status)
+        default: false
+        }
+    }
+
+    /// The wait before retry number `retry` (1-based) after `error`, or `nil` to give up.
+    func delay(
+        beforeRetry retry: Int,
+        after error: FerryError,
+        now: Date = Date(),
+        random: (ClosedRange<Double>) -> Double = { Double.random(in: $0) }
+    ) -> TimeInterval? {
+        guard retry <= maximumRetries, Self.isTransient(error) else { return nil }
+        if let value = error.response?.headers["Retry-After"], let wait = Self.retryAfter(value, now: now) {
+            return min(wait, maximumRetryAfter)
+        }
+        let ceiling = min(maximumDelay, baseDelay * pow(2, Double(retry - 1)))
+        return random(0...ceiling)
+    }
+
+    /// Seconds from `Retry-After` (RFC 9110 §10.2.3): delay-seconds or an HTTP-date.
+    static func retryAfter(_ value: String, now: Date) -> TimeInterval? {
+        let trimmed = value.trimmingWhitespace()
+        if let seconds = Int(trimmed), seconds >= 0 { return TimeInterval(seconds) }
+        return HTTPDate.parse(trimmed).map { max(0, $0.timeIntervalSince(now)) }
+    }
+}

@@ -1,0 +1,93 @@
+import Foundation
+
+/// What identifies one version of a resource for a range request: a strong entity tag, or
+/// a `Last-Modified` date that is strong in the sense of RFC 9110 §8.8.2.2.
+///
+/// Only a strong validator may go into `If-Range` (§13.1.5): a weak entity tag never does,
+/// and a date only when the response that gave it also carried a `Date` at least one second
+/// later (the resource had not changed in the second it was last modified).
+public enum Validator: Codable, Sendable, Hashable, CustomStringConvertible {
+    /// A strong entity tag, with its quotes: `"abc"`.
+    case entityTag(String)
+    /// A `Last-Modified` HTTP-date known to be strong.
+    case lastModified(String)
+
+    /// The value for `If-Range`.
+    public var headerValue: String {
+        switch self {
+        case .entityTag(let tag): tag
+        case .lastModified(let date): date
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .entityTag(let tag): "ETag \(tag)"
+        case .lastModified(let date): "Last-Modified \(date)"
+        }
+    }
+
+    /// The strongest validator `response` offers, or `nil` when it has none that is strong.
+    public init?(response: HTTPResponse) {
+        if let tag = response.headers["ETag"]?.trimmingWhitespace() {
+            if Self.isStrongEntityTag(tag) {
+                self = .entityTag(tag)
+                return
+            }
+            // A weak tag is present: the representation is only weakly identified.
+            return nil
+        }
+        if let modified = response.headers["Last-Modified"]?.trimmingWhitespace(),
+            let modifiedDate = HTTPDate.parse(modified),
+            let sent = response.headers["Date"].flatMap(HTTPDate.parse),
+            sent.timeIntervalSince(modifiedDate) >= 1
+        {
+            self = .lastModified(modified)
+            return
+        }
+        return nil
+    }
+
+    /// `"…"` without the `W/` prefix (RFC 9110 §8.8.3).
+    static func isStrongEntityTag(_ tag: String) -> Bool {
+        tag.count >= 2 && tag.hasPrefix("\"") && tag.hasSuffix("\"")
+            && !tag.dropFirst().dropLast().contains("\"")
+    }
+
+    /// Whether `response` is the same version this validator names (strong comparison).
+    public func matches(_ response: HTTPResponse) -> Bool {
+        switch self {
+        case .entityTag(let tag): response.headers["ETag"]?.trimmingWhitespace() == tag
+        case .lastModified(let date): response.headers["Last-Modified"]?.trimmingWhitespace() == date
+        }
+    }
+}
+
+/// HTTP-date parsing (RFC 9110 §5.6.7): IMF-fixdate, and the obsolete RFC 850 and asctime
+/// forms a recipient must accept.
+enum HTTPDate {
+    private static let formats = [
+        "EEE, dd MMM yyyy HH:mm:ss 'GMT'",
+        "EEEE, dd-MMM-yy HH:mm:ss 'GMT'",
+        "EEE MMM d HH:mm:ss yyyy",
+    ]
+
+    static func parse(_ value: String) -> Date? {
+        for format in formats {
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: "en_US_POSIX")
+            formatter.timeZone = TimeZone(identifier: "GMT")
+            formatter.dateFormat = format
+            if let date = formatter.date(from: value.trimmingWhitespace()) { return date }
+        }
+        return nil
+    }
+
+    static func format(_ date: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = formats[0]
+        return formatter.string(from: date)
+    }
+}
