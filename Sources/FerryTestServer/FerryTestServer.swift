@@ -28,6 +28,24 @@ public final class FerryTestServer: Sendable {
     /// Open connections, closed by `shutdown()`; `nil` once shutting down.
     private let connections: Mutex<[ObjectIdentifier: any Channel]?> = Mutex([:])
     let stats = Mutex(ConnectionStats())
+    let log = Mutex<[LoggedRequest]>([])
+    let failures = Mutex<[String: Int]>([:])
+
+    /// A request as the server received it, for tests that check what a client sent.
+    public struct LoggedRequest: Sendable, Equatable {
+        public var method: String
+        public var uri: String
+        /// Header fields, names lower-cased.
+        public var headers: [String: String]
+    }
+
+    /// Every request received so far, in order.
+    public var requests: [LoggedRequest] { log.withLock { $0 } }
+
+    /// Requests whose URI path starts with `prefix`.
+    public func requests(to prefix: String) -> [LoggedRequest] {
+        requests.filter { $0.uri.hasPrefix(prefix) }
+    }
 
     /// Connection counts seen by the server.
     public struct ConnectionStats: Sendable, Equatable {
@@ -171,6 +189,18 @@ public final class FerryTestServer: Sendable {
                     guard case .head(let head) = part else { continue }
                     let request = try await RequestReader.read(head: head, from: &iterator)
                     stats.withLock { $0.requests += 1 }
+                    log.withLock {
+                        $0.append(
+                            LoggedRequest(
+                                method: head.method.rawValue,
+                                uri: head.uri,
+                                headers: Dictionary(
+                                    head.headers.map { ($0.name.lowercased(), $0.value) },
+                                    uniquingKeysWith: { first, second in first + ", " + second }
+                                )
+                            )
+                        )
+                    }
                     let keepOpen = try await Responder(server: self, request: request, outbound: outbound).respond()
                     if !keepOpen || !head.isKeepAlive { return }
                 }

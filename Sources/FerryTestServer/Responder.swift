@@ -15,6 +15,24 @@ struct Responder {
         if let delay = request.queryInt("delay"), delay > 0 {
             try await Task.sleep(for: .milliseconds(delay))
         }
+        // fail-first=N: the first N requests for this URI (without fail-first's own effect on
+        // other URIs) answer `fail-status` (default 503), with `retry-after` if given.
+        if let failFirst = request.queryInt("fail-first") {
+            let seen = server.failures.withLock { failures in
+                defer { failures[request.head.uri, default: 0] += 1 }
+                return failures[request.head.uri, default: 0]
+            }
+            if seen < failFirst {
+                let code = Int(request.queryInt("fail-status") ?? 503)
+                var headers: [(String, String)] = [("Content-Type", "text/plain")]
+                if let after = request.query["retry-after"] { headers.append(("Retry-After", after)) }
+                return try await send(
+                    HTTPResponseStatus(statusCode: code),
+                    headers: headers,
+                    body: Data("try again\n".utf8)
+                )
+            }
+        }
         let segments = request.path.split(separator: "/").map(String.init)
         switch segments.first {
         case "bytes", "file":
@@ -78,7 +96,16 @@ struct Responder {
         case "weak": headers.append(("ETag", "W/" + etag))
         default: headers.append(("ETag", etag))
         }
-        if request.query["lastmod"] != "none" { headers.append(("Last-Modified", Self.lastModified)) }
+        // Last-Modified is strong when Date is at least a second later (RFC 9110 §8.8.2.2);
+        // lastmod=recent makes them equal, so a client must treat it as weak.
+        let now = Self.httpDate(Date())
+        headers.append(("Date", now))
+        switch request.query["lastmod"] {
+        case "none": break
+        case "recent": headers.append(("Last-Modified", now))
+        default: headers.append(("Last-Modified", Self.lastModified))
+        }
+        if let coding = request.query["encoding"] { headers.append(("Content-Encoding", coding)) }
         headers.append(("Content-Type", request.query["type"] ?? "application/octet-stream"))
         if let filename = request.query["filename"] {
             headers.append(("Content-Disposition", "attachment; filename=\"\(filename)\""))
@@ -102,8 +129,16 @@ struct Responder {
                 if let short = request.queryInt("short206"), short > 0, short < range.count {
                     range = range.lowerBound..<(range.lowerBound + short)
                 }
+                // range-early=N: start N bytes before what was asked (valid, but overlapping).
+                if let early = request.queryInt("range-early"), early > 0 {
+                    range = max(0, range.lowerBound - early)..<range.upperBound
+                }
                 status = .partialContent
-                headers.append(("Content-Range", "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(size)"))
+                let contentRange =
+                    request.flag("bad-content-range")
+                    ? "bytes \(range.lowerBound)-oops/\(size)"
+                    : "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(size)"
+                headers.append(("Content-Range", contentRange))
             }
         }
         let announced = request.queryInt("lie-length") ?? Int64(range.count)
@@ -146,6 +181,14 @@ struct Responder {
             return !weak && !ifRange.hasPrefix("W/") && ifRange == etag && request.query["etag"] != "none"
         }
         return ifRange == Self.lastModified && request.query["lastmod"] != "none"
+    }
+
+    static func httpDate(_ date: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        return formatter.string(from: date)
     }
 
     // MARK: Other routes

@@ -294,7 +294,7 @@ struct Checkpoint {
         try file.flush()
         var resumeData = template
         resumeData.bytesOnDisk = file.length
-        resumeData.createdAt = Date()
+        resumeData.createdAt = ResumeData.wholeSeconds(Date())
         try file.writeMetadata(resumeData)
     }
 }

@@ -58,7 +58,12 @@ public struct ResumeData: Codable, Sendable, Equatable {
         self.totalLength = totalLength
         self.validator = validator
         self.partialFile = partialFile
-        self.createdAt = createdAt
+        self.createdAt = Self.wholeSeconds(createdAt)
+    }
+
+    /// The JSON form keeps whole seconds; so does the value, so that it round-trips exactly.
+    static func wholeSeconds(_ date: Date) -> Date {
+        Date(timeIntervalSince1970: date.timeIntervalSince1970.rounded(.down))
     }
 
     /// Decodes and checks resume data. Foreign, corrupt or inconsistent data is a
