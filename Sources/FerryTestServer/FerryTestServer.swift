@@ -39,6 +39,14 @@ public final class FerryTestServer: Sendable {
         public var headers: [String: String]
     }
 
+    let versions = Mutex<[String: (size: Int64, seed: UInt64)]>([:])
+
+    /// Makes `/versioned/NAME` serve content of `size` bytes with `seed` (and the matching
+    /// strong ETag) from now on: a resource that changes between a client's requests.
+    public func setVersion(_ name: String, size: Int64, seed: UInt64) {
+        versions.withLock { $0[name] = (size, seed) }
+    }
+
     /// Every request received so far, in order.
     public var requests: [LoggedRequest] { log.withLock { $0 } }
 

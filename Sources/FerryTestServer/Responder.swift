@@ -40,6 +40,11 @@ struct Responder {
                 return try await text(.badRequest, "usage: /bytes/SIZE\n")
             }
             return try await content(size: size, name: segments.count >= 3 ? segments[2] : nil)
+        case "versioned":
+            guard segments.count >= 2, let version = server.versions.withLock({ $0[segments[1]] }) else {
+                return try await text(.notFound, "no such versioned resource\n")
+            }
+            return try await content(size: version.size, name: nil, seed: version.seed)
         case "status":
             let code = segments.count >= 2 ? Int(segments[1]) ?? 400 : 400
             return try await text(HTTPResponseStatus(statusCode: code), "status \(code)\n")
@@ -87,8 +92,8 @@ struct Responder {
     /// Serves deterministic content. Query options: `seed`, `etag=none|weak`, `lastmod=none`,
     /// `ignore-range`, `short206=N`, `close-after=N`, `lie-length=N`, `drip=N&interval=MS`,
     /// `type=`, `filename=`, `disposition=` (raw header), `chunked` (no Content-Length).
-    private func content(size: Int64, name: String?) async throws -> Bool {
-        let seed = UInt64(request.queryInt("seed") ?? 0)
+    private func content(size: Int64, name: String?, seed fixedSeed: UInt64? = nil) async throws -> Bool {
+        let seed = fixedSeed ?? UInt64(request.queryInt("seed") ?? 0)
         var headers: [(String, String)] = [("Accept-Ranges", "bytes")]
         let etag = "\"\(String(size, radix: 16))-\(String(seed, radix: 16))\""
         switch request.query["etag"] {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Ferry
 import Foundation
+import Synchronization
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -16,9 +17,14 @@ struct GetCommand: AsyncParsableCommand {
         abstract: "Download a URL.",
         discussion: """
             The file named by -o (or chosen by -O) appears only when the download is complete:
-            the body streams to a partial file and is renamed into place. An HTTP error body is
-            never written to it, and an existing file is replaced only by a complete download.
-            Without -o or -O the body goes to standard output.
+            the body streams to a hidden partial file beside it and is renamed into place. An
+            HTTP error body is never written to it, and an existing file is replaced only by a
+            complete download. Without -o or -O the body goes to standard output.
+
+            A run that fails or is interrupted (Ctrl-C) keeps its partial file and resume data;
+            the same command with -c continues it (Range + If-Range, so the bytes kept are used
+            only if the server still has the same version). Without -c an earlier partial for
+            the same output is discarded and the download starts over.
             """
     )
 
@@ -46,6 +52,12 @@ struct GetCommand: AsyncParsableCommand {
     @Option(name: [.customShort("u"), .customLong("user")], help: "Basic authentication, 'user:password'.")
     var user: String?
 
+    @Flag(
+        name: [.customShort("c"), .customLong("continue")],
+        help: "Continue an earlier interrupted or failed download of the same output."
+    )
+    var continueDownload = false
+
     @Option(name: .customLong("retries"), help: "Retries of transient failures, each resuming the download (0: none).")
     var retries = 5
 
@@ -58,6 +70,9 @@ struct GetCommand: AsyncParsableCommand {
     func validate() throws {
         if output != nil && remoteName { throw ValidationError("Use -o FILE or -O, not both.") }
         if directory != nil && !remoteName { throw ValidationError("--dir goes with -O.") }
+        if continueDownload && output == nil && !remoteName {
+            throw ValidationError("-c continues a download to a file: name it with -o or -O.")
+        }
         if retries < 0 { throw ValidationError("--retries takes a number of retries, 0 or more.") }
         if json && output == nil && !remoteName {
             throw ValidationError("--json prints events on standard output; name a file with -o or -O.")
@@ -96,6 +111,7 @@ struct GetCommand: AsyncParsableCommand {
                 fail(FerryError(.fileSystem, "The directory '\(parent.path)' does not exist."))
             }
             configuration.downloadsDirectory = parent
+            configuration.resumeStore = ResumeStore(directory: parent)
             destination = .file(file, options: [.removePreviousFile])
         } else if remoteName {
             let directory = URL(
@@ -108,6 +124,7 @@ struct GetCommand: AsyncParsableCommand {
                 fail(FerryError(.fileSystem, "Cannot create the directory '\(directory.path)'.", underlying: error))
             }
             configuration.downloadsDirectory = directory
+            configuration.resumeStore = ResumeStore(directory: directory)
             destination = .directory(directory, options: [.removePreviousFile])
         } else {
             destination = nil
@@ -141,27 +158,65 @@ struct GetCommand: AsyncParsableCommand {
             }
             if showProgress { progress.finish() }
         }
-        let transfer = Task { try await session.download(for: request, to: destination) }
-        let interrupt = Self.cancelOnInterrupt(transfer)
+        if toStdout {
+            let transfer = Task { try await session.download(for: request) }
+            let interrupt = Self.onInterrupt { transfer.cancel() }
+            defer { interrupt.cancel() }
+            let result = await transfer.result
+            session.finishTasksAndInvalidate()
+            await reporter.value
+            switch result {
+            case .success(let (file, _)):
+                defer { unlink(file.path) }
+                do {
+                    try Self.copyToStandardOutput(file)
+                } catch let error as FerryError {
+                    fail(error)
+                }
+            case .failure(let error):
+                fail(error as? FerryError ?? FerryError(.network, "The download failed.", underlying: error))
+            }
+            return
+        }
+
+        let task = session.downloadTask(with: request, to: destination)
+        task.resumeKey = output.map { URL(fileURLWithPath: $0).standardizedFileURL.path } ?? target.absoluteString
+        task.resumesFromStore = continueDownload
+        let interrupted = InterruptFlag()
+        let interrupt = Self.onInterrupt {
+            interrupted.set()
+            Task { _ = await task.cancelProducingResumeData() }
+        }
         defer { interrupt.cancel() }
-        let result = await transfer.result
+        let taskEvents = task.events
+        task.resume()
+        var continuedAt: Int64?
+        for await event in taskEvents {
+            if case .resumedAtOffset(let offset, _) = event, continuedAt == nil { continuedAt = offset }
+        }
         session.finishTasksAndInvalidate()
         await reporter.value
-        let file: URL
-        switch result {
-        case .success(let (location, _)):
-            file = location
-        case .failure(let error):
-            fail(error as? FerryError ?? FerryError(.network, "The download failed.", underlying: error))
-        }
-        if toStdout {
-            defer { unlink(file.path) }
-            do {
-                try Self.copyToStandardOutput(file)
-            } catch let error as FerryError {
-                fail(error)
+        let speak = !json && !quiet
+        if let error = task.error {
+            if let kept = error.resumeData?.bytesOnDisk {
+                if !json {
+                    let why = interrupted.isSet ? "interrupted" : error.description
+                    FileHandle.standardError.write(
+                        Data(
+                            "ferry: \(why)\nferry: \(kept) bytes kept; run the same command with -c to continue.\n".utf8
+                        )
+                    )
+                }
+                Foundation.exit(interrupted.isSet ? ExitStatus.interrupted : ExitStatus.code(for: error))
             }
-        } else if !json && !quiet && remoteName {
+            fail(error)
+        }
+        if speak, continueDownload, let continuedAt {
+            FileHandle.standardError.write(
+                Data("ferry: continued at byte \(continuedAt) (\(continuedAt) bytes kept)\n".utf8)
+            )
+        }
+        if speak, remoteName, let file = task.fileURL {
             FileHandle.standardError.write(Data("saved \(file.path)\n".utf8))
         }
     }
@@ -179,11 +234,11 @@ struct GetCommand: AsyncParsableCommand {
         return (name, value)
     }
 
-    /// Cancels `transfer` on SIGINT so its partial file is removed; the exit status is then 130.
-    static func cancelOnInterrupt<Success>(_ transfer: Task<Success, any Error>) -> any DispatchSourceSignal {
+    /// Runs `handler` on SIGINT instead of dying, so the transfer can stop cleanly.
+    static func onInterrupt(_ handler: @escaping @Sendable () -> Void) -> any DispatchSourceSignal {
         signal(SIGINT, SIG_IGN)
         let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-        source.setEventHandler { transfer.cancel() }
+        source.setEventHandler(handler: handler)
         source.resume()
         return source
     }
@@ -209,4 +264,11 @@ struct GetCommand: AsyncParsableCommand {
             }
         }
     }
+}
+
+/// Set once from a signal handler, read after the transfer ends.
+final class InterruptFlag: Sendable {
+    private let value = Mutex(false)
+    func set() { value.withLock { $0 = true } }
+    var isSet: Bool { value.withLock { $0 } }
 }

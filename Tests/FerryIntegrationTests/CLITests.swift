@@ -150,37 +150,207 @@ struct CLITests {
     }
 }
 
-@Suite("ferry get interrupted")
+@Suite("ferry get interrupted and continued", .serialized)
 struct CLIInterruptTests {
-    @Test func ctrlCRemovesThePartialAndExits130() async throws {
+    let ferry = ProcessRunner.ferry
+
+    /// Starts `ferry ARGS` in the background.
+    func start(_ arguments: [String], scratch: URL) throws -> pid_t {
+        try ProcessRunner.spawn(
+            ferry,
+            arguments,
+            stdout: scratch.appendingPathComponent("stdout").path,
+            stderr: scratch.appendingPathComponent("stderr").path
+        )
+    }
+
+    /// Waits for `pid` to exit and returns its exit status (128 + N for signal N).
+    func wait(_ pid: pid_t) async throws -> Int32 {
+        var status: Int32 = 0
+        for _ in 0..<1000 {
+            if waitpid(pid, &status, WNOHANG) == pid {
+                return (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        kill(pid, SIGKILL)
+        Issue.record("ferry did not exit")
+        return -1
+    }
+
+    func waitForPartial(in directory: URL, atLeast bytes: Int64) async throws {
+        for _ in 0..<500 {
+            let sizes = files(in: directory).filter { $0.hasSuffix(".partial") }.compactMap {
+                try? FileManager.default.attributesOfItem(atPath: directory.appendingPathComponent($0).path)[.size]
+                    as? Int64
+            }
+            if sizes.contains(where: { $0 >= bytes }) { return }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        Issue.record("no partial file of \(bytes) bytes appeared")
+    }
+
+    func partialSizes(in directory: URL) -> [Int64] {
+        files(in: directory).filter { $0.hasSuffix(".partial") }.compactMap {
+            try? FileManager.default.attributesOfItem(atPath: directory.appendingPathComponent($0).path)[.size]
+                as? Int64
+        }
+    }
+
+    func waitForPartial(in directory: URL, below bytes: Int64) async throws {
+        for _ in 0..<1000 {
+            if partialSizes(in: directory).contains(where: { $0 < bytes }) { return }
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        Issue.record("the partial file never went below \(bytes) bytes")
+    }
+
+    /// The resume store's entry in `directory` (the CLI keeps it beside the output).
+    func storedResumeData(in directory: URL) throws -> ResumeData? {
+        guard let name = files(in: directory).first(where: { $0.hasPrefix(".ferry-resume-") }) else { return nil }
+        let object = try JSONSerialization.jsonObject(with: Data(contentsOf: directory.appendingPathComponent(name)))
+        let inner = try #require((object as? [String: Any])?["resumeData"])
+        return try ResumeData(decoding: JSONSerialization.data(withJSONObject: inner))
+    }
+
+    @Test func ctrlCKeepsTheBytesAndDashCContinuesThem() async throws {
         try await withServer { server in
             let scratch = try makeTemporaryDirectory("cli-int")
             let output = scratch.appendingPathComponent("out.bin")
-            // ferry keeps the partial file beside the output, hidden.
-            let partials = scratch
-            let pid = try ProcessRunner.spawn(
-                ProcessRunner.ferry,
-                ["get", "-o", output.path, server.url("/bytes/100000?drip=1000&interval=50").absoluteString],
-                stdout: scratch.appendingPathComponent("stdout").path,
-                stderr: scratch.appendingPathComponent("stderr").path,
-                environment: ["TMPDIR": scratch.path]
-            )
-            // Wait until the partial file exists, then interrupt.
-            var sawPartial = false
-            for _ in 0..<200 where !sawPartial {
-                sawPartial = files(in: partials).contains { $0.hasSuffix(".partial") }
-                if !sawPartial { try await Task.sleep(for: .milliseconds(10)) }
-            }
-            #expect(sawPartial)
+            let url = server.url("/bytes/1000000?seed=8&drip=20000&interval=20").absoluteString
+            let pid = try start(["get", "-o", output.path, url], scratch: scratch)
+            try await waitForPartial(in: scratch, atLeast: 100_000)
             kill(pid, SIGINT)
-            var status: Int32 = 0
-            for _ in 0..<500 {
-                if waitpid(pid, &status, WNOHANG) == pid { break }
-                try await Task.sleep(for: .milliseconds(10))
-            }
-            #expect((status >> 8) & 0xFF == 130, "status \(status)")
+            #expect(try await wait(pid) == 130)
+            let message = try String(contentsOf: scratch.appendingPathComponent("stderr"), encoding: .utf8)
+            #expect(message.contains("with -c to continue"), "\(message)")
             #expect(!FileManager.default.fileExists(atPath: output.path))
-            #expect(files(in: partials).allSatisfy { $0 == "stdout" || $0 == "stderr" }, "\(files(in: partials))")
+            let kept = try #require(try storedResumeData(in: scratch))
+            #expect(kept.bytesOnDisk >= 100_000)
+
+            let before = server.requests.count
+            let continued = try await ProcessRunner.run(ferry, ["get", "-c", "-o", output.path, url])
+            #expect(continued.status == 0, "\(continued.stderrText)")
+            #expect(continued.stderrText.contains("continued at byte \(kept.bytesOnDisk)"))
+            #expect(server.requests[before].headers["range"] == "bytes=\(kept.bytesOnDisk)-")
+            #expect(server.requests[before].headers["if-range"] == "\"f4240-8\"")
+            #expect(try Data(contentsOf: output) == TestContent.data(size: 1_000_000, seed: 8))
+            #expect(files(in: scratch).filter { $0.hasPrefix(".ferry") }.isEmpty, "\(files(in: scratch))")
+        }
+    }
+
+    /// The resume issue's check: `kill -9` during a slow download, then `ferry get -c`.
+    @Test func killDashNineThenContinueFromTheLastCheckpoint() async throws {
+        try await withServer { server in
+            let scratch = try makeTemporaryDirectory("cli-kill")
+            let output = scratch.appendingPathComponent("out.bin")
+            // 2 MB at about 200 KB/s: ten seconds if left alone.
+            let url = server.url("/bytes/2000000?seed=9&drip=10000&interval=50").absoluteString
+            let pid = try start(["get", "-o", output.path, url], scratch: scratch)
+            // Run past at least one checkpoint (every second), then kill without warning.
+            try await Task.sleep(for: .milliseconds(2500))
+            kill(pid, SIGKILL)
+            #expect(try await wait(pid) == 128 + SIGKILL)
+            let checkpoint = try #require(try storedResumeData(in: scratch), "no checkpoint after 2.5 s")
+            #expect(checkpoint.bytesOnDisk > 0)
+
+            let before = server.requests.count
+            let continued = try await ProcessRunner.run(ferry, ["get", "-c", "-o", output.path, url])
+            #expect(continued.status == 0, "\(continued.stderrText)")
+            let first = server.requests[before]
+            let range = try #require(first.headers["range"])
+            let offset = try #require(Int64(range.dropFirst("bytes=".count).dropLast()))
+            #expect(offset >= checkpoint.bytesOnDisk)
+            #expect(first.headers["if-range"] == "\"1e8480-9\"")
+            #expect(try Data(contentsOf: output) == TestContent.data(size: 2_000_000, seed: 9))
+        }
+    }
+
+    @Test func withoutDashCAnEarlierPartialIsStartedOver() async throws {
+        try await withServer { server in
+            let scratch = try makeTemporaryDirectory("cli-over")
+            let output = scratch.appendingPathComponent("out.bin")
+            let failing = try await ProcessRunner.run(
+                ferry,
+                [
+                    "get", "--retries", "0", "-o", output.path,
+                    server.url("/bytes/300000?close-after=100000").absoluteString,
+                ]
+            )
+            #expect(failing.status == 8)
+            #expect(try storedResumeData(in: scratch) != nil)
+            let before = server.requests.count
+            let fresh = try await ProcessRunner.run(
+                ferry,
+                ["get", "-o", output.path, server.url("/bytes/300000").absoluteString]
+            )
+            #expect(fresh.status == 0)
+            #expect(server.requests[before].headers["range"] == nil)
+            #expect(try Data(contentsOf: output) == TestContent.data(size: 300_000))
+            #expect(files(in: scratch).filter { $0.hasPrefix(".ferry") }.isEmpty, "\(files(in: scratch))")
+        }
+    }
+
+    /// After any number of interruptions, the destination, when it exists, is one version.
+    @Test func interruptionsNeverMixTwoVersions() async throws {
+        try await withServer { server in
+            let scratch = try makeTemporaryDirectory("cli-versions")
+            let output = scratch.appendingPathComponent("out.bin")
+            let size: Int64 = 600_000
+            let url = server.url("/versioned/doc?drip=30000&interval=20").absoluteString
+            let versions = (1...2).map { TestContent.data(size: size, seed: UInt64($0)) }
+            for round in 0..<8 {
+                let seed = UInt64(round % 3 == 2 ? 2 : 1)
+                server.setVersion("doc", size: size, seed: seed)
+                let pid = try start(["get", "-c", "--retries", "0", "-o", output.path, url], scratch: scratch)
+                try await Task.sleep(for: .milliseconds(Int.random(in: 50...500)))
+                kill(pid, [SIGKILL, SIGINT][round % 2])
+                _ = try await wait(pid)
+                if FileManager.default.fileExists(atPath: output.path) {
+                    let content = try Data(contentsOf: output)
+                    #expect(versions.contains(content), "round \(round): the output mixes versions")
+                }
+            }
+            server.setVersion("doc", size: size, seed: 2)
+            let last = try await ProcessRunner.run(ferry, ["get", "-c", "-o", output.path, url])
+            #expect(last.status == 0, "\(last.stderrText)")
+            #expect(try Data(contentsOf: output) == versions[1])
+        }
+    }
+
+    /// The crash window behind "never a mix of two versions": the resource changes, the
+    /// download restarts and writes the new version's bytes, and the process dies before its
+    /// first checkpoint. The metadata must not still describe the old version's bytes.
+    @Test func crashAfterARestartNeverLeavesStaleMetadata() async throws {
+        try await withServer { server in
+            let scratch = try makeTemporaryDirectory("cli-stale")
+            let output = scratch.appendingPathComponent("out.bin")
+            let size: Int64 = 20_000_000
+            let url = server.url("/versioned/big").absoluteString
+            // 1. Version 1, slowly, killed after its first checkpoint.
+            server.setVersion("big", size: size, seed: 1)
+            let first = try start(["get", "-o", output.path, url + "?drip=50000&interval=50"], scratch: scratch)
+            try await Task.sleep(for: .milliseconds(1500))
+            kill(first, SIGKILL)
+            _ = try await wait(first)
+            let checkpoint = try #require(try storedResumeData(in: scratch))
+            #expect(checkpoint.validator == .entityTag("\"1312d00-1\""))
+            // 2. Version 2 now: -c restarts, writes past the old checkpoint quickly, and dies
+            //    before its own first checkpoint.
+            server.setVersion("big", size: size, seed: 2)
+            let second = try start(
+                ["get", "-c", "-o", output.path, url + "?drip=100000&interval=10"],
+                scratch: scratch
+            )
+            try await waitForPartial(in: scratch, below: checkpoint.bytesOnDisk)  // the restart
+            try await waitForPartial(in: scratch, atLeast: checkpoint.bytesOnDisk + 200_000)
+            kill(second, SIGKILL)
+            _ = try await wait(second)
+            // 3. Version 1 again: whatever -c keeps must be version 1's bytes.
+            server.setVersion("big", size: size, seed: 1)
+            let third = try await ProcessRunner.run(ferry, ["get", "-c", "-o", output.path, url])
+            #expect(third.status == 0, "\(third.stderrText)")
+            #expect(try sha256(of: output) == TestContent.sha256(size: size, seed: 1), "the output mixes two versions")
         }
     }
 }

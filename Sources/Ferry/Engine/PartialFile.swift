@@ -189,6 +189,14 @@ enum FileSystem {
         return 0o644
     }()
 
+    /// Flushes a directory's entries (a removal or rename in it) to stable storage.
+    static func syncDirectory(_ url: URL) {
+        let descriptor = open(url.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else { return }
+        fsync(descriptor)
+        close(descriptor)
+    }
+
     /// Removes a file if it exists.
     static func removeIfPresent(_ url: URL) { unlink(url.path) }
 

@@ -22,7 +22,20 @@ extension Transfer {
     /// Downloads into a partial file, continuing from resume data if there is any, asking
     /// for the rest after short answers, retrying transient failures by resuming, and
     /// checkpointing so that a crash loses at most one checkpoint interval.
-    func download(delivery: DownloadDelivery, resume: ResumeData?) async throws -> TaskOutcome {
+    func download(delivery: DownloadDelivery, resume explicitResume: ResumeData?) async throws -> TaskOutcome {
+        let store = configuration.resumeStore
+        let key = task.effectiveResumeKey
+        var resume = explicitResume
+        if resume == nil, let store, let stored = store.resumeData(for: key) {
+            if task.resumesFromStore {
+                resume = stored
+            } else {
+                // Start over: the earlier partial for this key is not wanted.
+                FileSystem.removeIfPresent(stored.partialFile)
+                FileSystem.removeIfPresent(stored.partialFile.appendingPathExtension("resume"))
+                store.remove(key)
+            }
+        }
         var request = task.originalRequest
         let allowUnvalidated = configuration.allowsUnvalidatedResume
         var planner = ResumePlanner(allowUnvalidatedResume: allowUnvalidated)
@@ -48,6 +61,7 @@ extension Transfer {
             while true {
                 let plan = planner.nextRequest()
                 if plan == .full, file.length > 0 {
+                    try checkpoint(file, request: request, planner: planner).invalidate()
                     try file.truncate(to: 0)
                     planner.reset()
                 }
@@ -107,6 +121,7 @@ extension Transfer {
             throw CancellationError()
         }
         FileSystem.removeIfPresent(file.metadataURL)
+        store?.remove(key)
         guard let head = task.response else {
             file.discard()
             throw FerryError(.badServerResponse, "The download completed without a response.")
@@ -125,6 +140,8 @@ extension Transfer {
         request: URLRequest
     ) async throws -> DownloadStep {
         let hadBytes = file.length > 0
+        // Metadata describing the bytes on disk, as they were before this response.
+        let previous = checkpoint(file, request: request, planner: planner)
         let action = planner.evaluate(head, for: plan)
         let checkpoint = checkpoint(file, request: request, planner: planner)
         switch action {
@@ -135,6 +152,7 @@ extension Transfer {
             throw error
         case .restart:
             await drain(body)
+            try previous.invalidate()
             try file.truncate(to: 0)
             planner.reset()
             if hadBytes { progress.announceOffset(0, total: nil, task: task, force: true) }
@@ -144,6 +162,9 @@ extension Transfer {
             progress.announceResponse(head, task: task)
             return .done
         case .writeFromStart(let expected, let restart):
+            // The metadata stops describing the old bytes before any new byte is written:
+            // after a crash it must never claim another version's bytes.
+            if hadBytes { try previous.invalidate() }
             try file.truncate(to: 0)
             progress.announceResponse(head, task: task)
             progress.announceOffset(0, total: expected, task: task, force: restart != nil && hadBytes)
@@ -205,17 +226,22 @@ extension Transfer {
         var error = error
         let cancelled = error.reason == .cancelled || task.isCanceling
         let resumable = planner.partial.validator != nil || configuration.allowsUnvalidatedResume
+        let store = configuration.resumeStore
+        let key = task.effectiveResumeKey
         guard file.length > 0, resumable, !cancelled || task.producesResumeData else {
             file.discard()
+            store?.remove(key)
             return error
         }
         do {
             try file.finish()
             let resumeData = Self.resumeData(for: task, request: request, file: file, planner: planner)
             try file.writeMetadata(resumeData)
+            try store?.save(resumeData, for: key)
             error.resumeData = resumeData
         } catch {
             file.discard()
+            store?.remove(key)
         }
         return error
     }
@@ -226,7 +252,9 @@ extension Transfer {
         Checkpoint(
             file: file,
             template: Self.resumeData(for: task, request: request, file: file, planner: planner),
-            enabled: planner.partial.validator != nil || configuration.allowsUnvalidatedResume
+            enabled: planner.partial.validator != nil || configuration.allowsUnvalidatedResume,
+            store: configuration.resumeStore,
+            key: task.effectiveResumeKey
         )
     }
 
@@ -288,6 +316,8 @@ struct Checkpoint {
     /// Everything but the byte count and the time.
     let template: ResumeData
     let enabled: Bool
+    let store: ResumeStore?
+    let key: String
 
     func write() throws {
         guard enabled else { return }
@@ -296,6 +326,18 @@ struct Checkpoint {
         resumeData.bytesOnDisk = file.length
         resumeData.createdAt = ResumeData.wholeSeconds(Date())
         try file.writeMetadata(resumeData)
+        try store?.save(resumeData, for: key)
+    }
+
+    /// Removes the metadata (file and store entry), flushing the removal to stable storage,
+    /// before the bytes it describes are discarded or replaced.
+    func invalidate() throws {
+        FileSystem.removeIfPresent(file.metadataURL)
+        if let store {
+            store.remove(key)
+            FileSystem.syncDirectory(store.directory)
+        }
+        FileSystem.syncDirectory(file.url.deletingLastPathComponent())
     }
 }
 

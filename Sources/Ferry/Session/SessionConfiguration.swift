@@ -68,6 +68,11 @@ public struct SessionConfiguration: Sendable {
     /// belong to another version, so the download starts over.
     public var allowsUnvalidatedResume = false
 
+    /// Where the session keeps downloads' resume data by key, so they can be continued after
+    /// a failure, a cancel or a crash. Default `nil`: resume data only travels in errors and
+    /// ``DownloadTask/cancelProducingResumeData()``.
+    public var resumeStore: ResumeStore?
+
     /// Seconds an idle pooled connection is kept open. Default 60.
     public var connectionIdleTimeout: TimeInterval = 60
 

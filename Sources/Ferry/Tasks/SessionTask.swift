@@ -37,6 +37,8 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
         var bytesExpectedToReceive: Int64?
         var redirectPolicy: RedirectPolicy?
         var retryPolicy: RetryPolicy?
+        var resumeKey: String?
+        var resumesFromStore = false
         /// The owner asked for resume data when it cancelled.
         var producesResumeData = false
         var subscribers: [Int: AsyncStream<TaskEvent>.Continuation] = [:]
@@ -126,6 +128,24 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
         get { storage.withLock { $0.retryPolicy } }
         set { storage.withLock { $0.retryPolicy = newValue } }
     }
+
+    /// The key of this download in the session's ``ResumeStore``; `nil` uses the request's
+    /// URL. Set it before `resume()`.
+    public var resumeKey: String? {
+        get { storage.withLock { $0.resumeKey } }
+        set { storage.withLock { $0.resumeKey = newValue } }
+    }
+
+    /// Whether this download continues from the session's ``ResumeStore`` entry for its key
+    /// (when there is one). When `false`, an entry for the key is discarded and the download
+    /// starts over. Set it before `resume()`.
+    public var resumesFromStore: Bool {
+        get { storage.withLock { $0.resumesFromStore } }
+        set { storage.withLock { $0.resumesFromStore = newValue } }
+    }
+
+    /// The key under which the session's store keeps this download.
+    var effectiveResumeKey: String { resumeKey ?? originalRequest.url?.absoluteString ?? "\(taskIdentifier)" }
 
     public var description: String {
         let (state, url) = storage.withLock { ($0.machine.publicState, $0.currentRequest.url) }

@@ -1,0 +1,67 @@
+public import Foundation
+
+/// Resume data kept by key in a directory, so that an app (or `ferry get -c`) finds an
+/// interrupted download again, even after a crash, without keeping its own
+/// URL → resume data table.
+///
+/// A session with a store (``SessionConfiguration/resumeStore``) saves a download's resume
+/// data under the task's ``SessionTask/resumeKey`` at every checkpoint and when the task
+/// fails or is cancelled with resume data; it removes the entry when the task completes or
+/// is cancelled without resume data. A task whose ``SessionTask/resumesFromStore`` is set
+/// continues from the stored entry; otherwise a stored entry for its key is discarded, with
+/// its partial file, and the download starts over.
+///
+/// Entries are JSON files named `.ferry-resume-<hash>.json`, each holding its key; writes go
+/// through a temporary file and a rename.
+public struct ResumeStore: Sendable, Equatable {
+    /// Where the entries live.
+    public let directory: URL
+
+    public init(directory: URL) { self.directory = directory }
+
+    private struct Entry: Codable {
+        var key: String
+        var resumeData: ResumeData
+    }
+
+    func fileURL(for key: String) -> URL {
+        // FNV-1a, 64 bits: a stable name; the key inside the file settles collisions.
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in key.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0100_0000_01b3
+        }
+        return directory.appendingPathComponent(".ferry-resume-\(String(hash, radix: 16)).json")
+    }
+
+    /// The resume data stored for `key`, if any and valid.
+    public func resumeData(for key: String) -> ResumeData? {
+        guard let data = try? Data(contentsOf: fileURL(for: key)),
+            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+            object["key"] as? String == key,
+            let inner = object["resumeData"],
+            let innerData = try? JSONSerialization.data(withJSONObject: inner)
+        else { return nil }
+        return try? ResumeData(decoding: innerData)
+    }
+
+    /// Stores `resumeData` under `key`, replacing what was there.
+    public func save(_ resumeData: ResumeData, for key: String) throws {
+        try FileSystem.createDirectory(directory, mode: 0o700)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
+        encoder.dateEncodingStrategy = .iso8601
+        let data: Data
+        do {
+            data = try encoder.encode(Entry(key: key, resumeData: resumeData))
+        } catch {
+            throw FerryError(.fileSystem, "Cannot encode resume data.", underlying: error)
+        }
+        try FileSystem.writeAtomically(data, to: fileURL(for: key))
+    }
+
+    /// Removes the entry for `key`.
+    public func remove(_ key: String) {
+        FileSystem.removeIfPresent(fileURL(for: key))
+    }
+}
