@@ -11,7 +11,8 @@ enum ExitStatus {
         case .network: 7
         case .badServerResponse: 8
         case .unacceptableStatusCode, .unacceptableContentType: 22
-        case .fileSystem, .uploadBodyFailed: 23
+        case .fileSystem, .uploadBodyFailed, .destinationInUse: 23
+        case .checksumMismatch: 9
         case .timedOut: 28
         case .redirectFailed: 47
         case .cancelled, .cancelledByDelegate: interrupted

@@ -8,7 +8,7 @@ struct FerryCommand: AsyncParsableCommand {
         abstract: "HTTP transfers that are complete, fast and never wrong.",
         discussion: """
             Exit codes: 0 success, 1 other failure, 3 invalid URL, 7 network failure,
-            8 bad server response, 22 HTTP error status, 23 file system error, 28 timeout,
+            8 bad server response, 9 checksum mismatch, 22 HTTP error status, 23 file system error, 28 timeout,
             47 too many redirects, 64 usage error, 130 interrupted.
             """,
         version: "0.1.0",

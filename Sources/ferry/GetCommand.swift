@@ -58,6 +58,12 @@ struct GetCommand: AsyncParsableCommand {
     )
     var continueDownload = false
 
+    @Option(
+        name: .customLong("checksum"),
+        help: "The file's expected digest, ALGORITHM=HEX (sha256, sha384, sha512, sha1, md5)."
+    )
+    var checksum: String?
+
     @Option(name: .customLong("retries"), help: "Retries of transient failures, each resuming the download (0: none).")
     var retries = 5
 
@@ -73,6 +79,14 @@ struct GetCommand: AsyncParsableCommand {
         if continueDownload && output == nil && !remoteName {
             throw ValidationError("-c continues a download to a file: name it with -o or -O.")
         }
+        if let checksum {
+            do {
+                _ = try Checksum(parsing: checksum)
+            } catch {
+                throw ValidationError(error.message)
+            }
+            if output == nil && !remoteName { throw ValidationError("--checksum needs -o or -O.") }
+        }
         if retries < 0 { throw ValidationError("--retries takes a number of retries, 0 or more.") }
         if json && output == nil && !remoteName {
             throw ValidationError("--json prints events on standard output; name a file with -o or -O.")
@@ -83,6 +97,8 @@ struct GetCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // A write past a file-size limit is an error to report, not a reason to die.
+        signal(SIGXFSZ, SIG_IGN)
         guard let target = URL(string: url), let scheme = target.scheme?.lowercased(),
             scheme == "http" || scheme == "https", target.host?.isEmpty == false
         else {
@@ -182,6 +198,7 @@ struct GetCommand: AsyncParsableCommand {
         let task = session.downloadTask(with: request, to: destination)
         task.resumeKey = output.map { URL(fileURLWithPath: $0).standardizedFileURL.path } ?? target.absoluteString
         task.resumesFromStore = continueDownload
+        task.checksum = checksum.flatMap { try? Checksum(parsing: $0) }
         let interrupted = InterruptFlag()
         let interrupt = Self.onInterrupt {
             interrupted.set()

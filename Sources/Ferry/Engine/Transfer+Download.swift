@@ -23,6 +23,14 @@ extension Transfer {
     /// for the rest after short answers, retrying transient failures by resuming, and
     /// checkpointing so that a crash loses at most one checkpoint interval.
     func download(delivery: DownloadDelivery, resume explicitResume: ResumeData?) async throws -> TaskOutcome {
+        var claim: DestinationLock?
+        if case .destination(let destination) = delivery, let target = destination.fixedURL {
+            if destination.options.contains(.createIntermediateDirectories) {
+                try FileSystem.createDirectory(target.deletingLastPathComponent(), mode: 0o755)
+            }
+            claim = try DestinationLock(destination: target)
+        }
+        defer { claim?.release() }
         let store = configuration.resumeStore
         let key = task.effectiveResumeKey
         var resume = explicitResume
@@ -37,7 +45,8 @@ extension Transfer {
             }
         }
         var request = task.originalRequest
-        let allowUnvalidated = configuration.allowsUnvalidatedResume
+        let checksum = task.checksum
+        let allowUnvalidated = configuration.allowsUnvalidatedResume || checksum != nil
         var planner = ResumePlanner(allowUnvalidatedResume: allowUnvalidated)
         let file: PartialFile
         if let resume, let reopened = PartialFile(resuming: resume.partialFile, keep: resume.bytesOnDisk) {
@@ -112,6 +121,16 @@ extension Transfer {
                 }
             }
             try file.finish()
+            if let checksum {
+                do {
+                    try checksum.verify(file.url)
+                } catch {
+                    // The bytes are wrong: nothing of them is worth keeping.
+                    file.discard()
+                    store?.remove(key)
+                    throw error
+                }
+            }
         } catch {
             planner.recordWritten(upTo: file.length)
             throw keepOrDiscard(file, after: ferryError(from: error), request: request, planner: planner)
@@ -225,10 +244,13 @@ extension Transfer {
     ) -> FerryError {
         var error = error
         let cancelled = error.reason == .cancelled || task.isCanceling
-        let resumable = planner.partial.validator != nil || configuration.allowsUnvalidatedResume
+        let resumable =
+            planner.partial.validator != nil || configuration.allowsUnvalidatedResume || task.checksum != nil
         let store = configuration.resumeStore
         let key = task.effectiveResumeKey
-        guard file.length > 0, resumable, !cancelled || task.producesResumeData else {
+        guard file.length > 0, resumable, !cancelled || task.producesResumeData,
+            error.reason != .checksumMismatch
+        else {
             file.discard()
             store?.remove(key)
             return error
@@ -252,7 +274,8 @@ extension Transfer {
         Checkpoint(
             file: file,
             template: Self.resumeData(for: task, request: request, file: file, planner: planner),
-            enabled: planner.partial.validator != nil || configuration.allowsUnvalidatedResume,
+            enabled: planner.partial.validator != nil || configuration.allowsUnvalidatedResume
+                || task.checksum != nil,
             store: configuration.resumeStore,
             key: task.effectiveResumeKey
         )

@@ -56,6 +56,10 @@ public struct FerryError: Error, Sendable, Equatable, CustomStringConvertible {
         case cancelledByDelegate
         /// Resume data that is not Ferry's, is of another format version, or is inconsistent.
         case invalidResumeData
+        /// The downloaded file does not have the checksum the caller expected.
+        case checksumMismatch
+        /// Another download is writing the same destination file.
+        case destinationInUse
     }
 
     /// Which timeout fired.

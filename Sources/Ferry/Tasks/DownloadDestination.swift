@@ -24,6 +24,9 @@ public struct DownloadDestination: Sendable {
 
     let resolve: @Sendable (_ temporaryURL: URL, _ response: HTTPResponse) throws -> URL
     let options: Options
+    /// The destination when it is known before the response (``file(_:options:)``): the
+    /// download claims it for its whole run.
+    let fixedURL: URL?
 
     /// A destination chosen by `resolve` from the temporary file and the response.
     public init(
@@ -32,6 +35,13 @@ public struct DownloadDestination: Sendable {
     ) {
         self.resolve = resolve
         self.options = options
+        self.fixedURL = nil
+    }
+
+    private init(fixed url: URL, options: Options) {
+        self.resolve = { _, _ in url }
+        self.options = options
+        self.fixedURL = url
     }
 
     /// A fixed file.
@@ -41,7 +51,7 @@ public struct DownloadDestination: Sendable {
     )
         -> DownloadDestination
     {
-        DownloadDestination(options: options) { _, _ in url }
+        DownloadDestination(fixed: url, options: options)
     }
 
     /// A directory, with the response's ``HTTPResponse/suggestedFilename`` (always a safe base

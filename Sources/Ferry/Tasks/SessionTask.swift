@@ -38,6 +38,7 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
         var redirectPolicy: RedirectPolicy?
         var retryPolicy: RetryPolicy?
         var resumeKey: String?
+        var checksum: Checksum?
         var resumesFromStore = false
         /// The owner asked for resume data when it cancelled.
         var producesResumeData = false
@@ -127,6 +128,14 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
     public var retryPolicy: RetryPolicy? {
         get { storage.withLock { $0.retryPolicy } }
         set { storage.withLock { $0.retryPolicy = newValue } }
+    }
+
+    /// The digest the downloaded file must have; checked on the complete file before it
+    /// reaches its destination. With a checksum, a download may also continue bytes that no
+    /// strong validator identifies: the checksum proves the result. Set it before `resume()`.
+    public var checksum: Checksum? {
+        get { storage.withLock { $0.checksum } }
+        set { storage.withLock { $0.checksum = newValue } }
     }
 
     /// The key of this download in the session's ``ResumeStore``; `nil` uses the request's

@@ -1,0 +1,54 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// An exclusive claim on a destination file while a download runs, across tasks and
+/// processes: `flock(2)` on a hidden lock file beside the destination
+/// (`.NAME.ferry-lock`), removed when the claim is released.
+///
+/// A second download of the same destination fails at once with
+/// ``FerryError/Reason/destinationInUse`` instead of racing the first one's partial file.
+final class DestinationLock: Sendable {
+    private let path: String
+    private let descriptor: Int32
+
+    /// Claims `destination`, or throws when another download holds it.
+    init(destination: URL) throws {
+        let directory = destination.deletingLastPathComponent()
+        path = directory.appendingPathComponent(".\(destination.lastPathComponent).ferry-lock").path
+        while true {
+            let descriptor = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
+            guard descriptor >= 0 else {
+                throw FileSystem.error("Cannot lock '\(destination.path)'")
+            }
+            if flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
+                close(descriptor)
+                throw FerryError(
+                    .destinationInUse,
+                    "'\(destination.path)' is being downloaded by another task or process."
+                )
+            }
+            // The holder before us may have removed the file after we opened it: then our
+            // lock is on a file nobody else will see. Try again with the current one.
+            var opened = stat()
+            var current = stat()
+            if fstat(descriptor, &opened) == 0, stat(path, &current) == 0, opened.st_ino == current.st_ino,
+                opened.st_dev == current.st_dev
+            {
+                self.descriptor = descriptor
+                return
+            }
+            close(descriptor)
+        }
+    }
+
+    /// Releases the claim: the lock file is removed while still locked, then closed.
+    func release() {
+        unlink(path)
+        close(descriptor)
+    }
+}

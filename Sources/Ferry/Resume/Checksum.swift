@@ -1,0 +1,105 @@
+import Crypto
+public import Foundation
+
+/// A digest a download must have, checked on the complete file (also after resumes) before
+/// it reaches its destination. A mismatch fails the task with
+/// ``FerryError/Reason/checksumMismatch``, and the file is removed.
+///
+/// ```swift
+/// task.checksum = try Checksum(parsing: "sha256=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08")
+/// ```
+public struct Checksum: Sendable, Hashable, CustomStringConvertible {
+    /// A digest algorithm.
+    public enum Algorithm: String, Sendable, CaseIterable {
+        case sha256, sha384, sha512
+        /// For legacy mirrors only: not collision-resistant.
+        case sha1, md5
+
+        var hexLength: Int {
+            switch self {
+            case .sha256: 64
+            case .sha384: 96
+            case .sha512: 128
+            case .sha1: 40
+            case .md5: 32
+            }
+        }
+    }
+
+    public let algorithm: Algorithm
+    /// The digest, lower-case hex.
+    public let hex: String
+
+    /// A checksum from an algorithm and a hex digest of the right length.
+    public init(_ algorithm: Algorithm, hex: String) throws(FerryError) {
+        let lower = hex.lowercased()
+        guard lower.count == algorithm.hexLength, lower.allSatisfy(\.isHexDigit) else {
+            throw FerryError(
+                .invalidRequest,
+                "'\(hex)' is not a \(algorithm.rawValue) digest (\(algorithm.hexLength) hex digits)."
+            )
+        }
+        self.algorithm = algorithm
+        self.hex = lower
+    }
+
+    /// Parses `ALGORITHM=HEX`, for example `sha256=9f86…`.
+    public init(parsing text: String) throws(FerryError) {
+        let parts = text.split(separator: "=", maxSplits: 1).map(String.init)
+        guard parts.count == 2, let algorithm = Algorithm(rawValue: parts[0].lowercased()) else {
+            throw FerryError(
+                .invalidRequest,
+                "'\(text)' is not ALGORITHM=HEX with ALGORITHM one of \(Algorithm.allCases.map(\.rawValue).joined(separator: ", "))."
+            )
+        }
+        try self.init(algorithm, hex: parts[1])
+    }
+
+    public var description: String { "\(algorithm.rawValue)=\(hex)" }
+
+    /// The digest of the file at `url`, read in 1 MiB pieces.
+    static func digest(of url: URL, algorithm: Algorithm) throws -> String {
+        guard let handle = try? FileHandle(forReadingFrom: url) else {
+            throw FerryError(.fileSystem, "Cannot read '\(url.path)' to check its checksum.")
+        }
+        defer { try? handle.close() }
+        func run<H: HashFunction>(_ hasher: inout H) throws -> String {
+            while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty { hasher.update(data: chunk) }
+            return hasher.finalize().map { String(format: "%02x", $0) }.joined()
+        }
+        do {
+            switch algorithm {
+            case .sha256:
+                var hasher = SHA256()
+                return try run(&hasher)
+            case .sha384:
+                var hasher = SHA384()
+                return try run(&hasher)
+            case .sha512:
+                var hasher = SHA512()
+                return try run(&hasher)
+            case .sha1:
+                var hasher = Insecure.SHA1()
+                return try run(&hasher)
+            case .md5:
+                var hasher = Insecure.MD5()
+                return try run(&hasher)
+            }
+        } catch let error as FerryError {
+            throw error
+        } catch {
+            throw FerryError(.fileSystem, "Cannot read '\(url.path)' to check its checksum.", underlying: error)
+        }
+    }
+
+    /// Throws ``FerryError/Reason/checksumMismatch`` unless the file has this checksum.
+    func verify(_ url: URL) throws {
+        let actual = try Self.digest(of: url, algorithm: algorithm)
+        guard actual == hex else {
+            throw FerryError(
+                .checksumMismatch,
+                "The download's \(algorithm.rawValue) is \(actual), not the expected \(hex)."
+            )
+        }
+    }
+}
