@@ -264,4 +264,28 @@ struct ResumeParsingTests {
         foreign.version = 2
         #expect(throws: FerryError.self) { try ResumeData(decoding: foreign.encoded()) }
     }
+
+    @Test func randomAndTruncatedResumeDataNeverCrash() throws {
+        let valid = ResumeData(
+            originalURL: url,
+            currentURL: url,
+            headers: [:],
+            bytesOnDisk: 5,
+            totalLength: 10,
+            validator: .lastModified("Wed, 21 Oct 2015 07:28:00 GMT"),
+            partialFile: URL(fileURLWithPath: "/tmp/y.partial")
+        ).encoded()
+        var generator = SystemRandomNumberGenerator()
+        for length in 0..<valid.count {
+            _ = try? ResumeData(decoding: valid.prefix(length))
+        }
+        for _ in 0..<500 {
+            var mutated = valid
+            let index = Int.random(in: 0..<mutated.count, using: &generator)
+            mutated[index] = UInt8.random(in: 0...255, using: &generator)
+            _ = try? ResumeData(decoding: mutated)
+            _ = try? ResumeData(decoding: Data((0..<Int.random(in: 0..<64)).map { _ in UInt8.random(in: 0...255) }))
+        }
+        #expect(try ResumeData(decoding: valid).bytesOnDisk == 5)
+    }
 }

@@ -292,6 +292,7 @@ extension Transfer {
         ResumeData(
             originalURL: task.originalRequest.url ?? request.url ?? file.url,
             currentURL: request.url ?? file.url,
+            method: request.method.rawValue,
             headers: (request.allHTTPHeaderFields ?? [:]).filter {
                 !["range", "if-range", "accept-encoding"].contains($0.key.lowercased())
             },

@@ -25,6 +25,8 @@ public struct ResumeData: Codable, Sendable, Equatable {
     public var originalURL: URL
     /// The URL that answered last (after redirects).
     public var currentURL: URL
+    /// The request method (`GET` for every download Ferry makes today).
+    public var method: String
     /// Request header fields to send again, credentials removed.
     public var headers: [String: String]
     /// Bytes of the partial file known to be on stable storage, all from one version.
@@ -43,6 +45,7 @@ public struct ResumeData: Codable, Sendable, Equatable {
     init(
         originalURL: URL,
         currentURL: URL,
+        method: String = "GET",
         headers: [String: String],
         bytesOnDisk: Int64,
         totalLength: Int64?,
@@ -53,6 +56,7 @@ public struct ResumeData: Codable, Sendable, Equatable {
         self.version = Self.currentVersion
         self.originalURL = originalURL
         self.currentURL = currentURL
+        self.method = method
         self.headers = headers.filter { !Self.credentialHeaders.contains($0.key.lowercased()) }
         self.bytesOnDisk = bytesOnDisk
         self.totalLength = totalLength

@@ -63,6 +63,34 @@ public enum Validator: Codable, Sendable, Hashable, CustomStringConvertible {
     }
 }
 
+extension Validator {
+    private enum CodingKeys: String, CodingKey {
+        case entityTag, lastModified
+    }
+
+    /// `{"entityTag": "\"…\""}` or `{"lastModified": "<HTTP-date>"}`.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        if let tag = try container.decodeIfPresent(String.self, forKey: .entityTag), Self.isStrongEntityTag(tag) {
+            self = .entityTag(tag)
+        } else if let date = try container.decodeIfPresent(String.self, forKey: .lastModified), HTTPDate.parse(date) != nil {
+            self = .lastModified(date)
+        } else {
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: decoder.codingPath, debugDescription: "not a strong entity tag or an HTTP-date")
+            )
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        switch self {
+        case .entityTag(let tag): try container.encode(tag, forKey: .entityTag)
+        case .lastModified(let date): try container.encode(date, forKey: .lastModified)
+        }
+    }
+}
+
 /// HTTP-date parsing (RFC 9110 §5.6.7): IMF-fixdate, and the obsolete RFC 850 and asctime
 /// forms a recipient must accept.
 enum HTTPDate {

@@ -137,6 +137,7 @@ extension Session {
 
     static func request(resuming resumeData: ResumeData, headers: [String: String]) -> URLRequest {
         var request = URLRequest(url: resumeData.currentURL)
+        request.method = HTTPMethod(rawValue: resumeData.method)
         for (name, value) in resumeData.headers.merging(headers, uniquingKeysWith: { _, new in new }) {
             request.setValue(value, forHTTPHeaderField: name)
         }
