@@ -92,3 +92,11 @@ struct SinkReport: Decodable {
     var method: String
     var chunked: Bool
 }
+
+/// The resume store's entry in `directory` (the CLI keeps it beside the output).
+func storedResumeData(in directory: URL) throws -> ResumeData? {
+    guard let name = files(in: directory).first(where: { $0.hasPrefix(".ferry-resume-") }) else { return nil }
+    let object = try JSONSerialization.jsonObject(with: Data(contentsOf: directory.appendingPathComponent(name)))
+    let inner = try #require((object as? [String: Any])?["resumeData"])
+    return try ResumeData(decoding: JSONSerialization.data(withJSONObject: inner))
+}

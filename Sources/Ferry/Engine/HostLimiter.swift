@@ -71,9 +71,4 @@ final class HostLimiter: Sendable {
         }
         next?.resume()
     }
-
-    /// Tasks running and waiting per origin, for tests and diagnostics.
-    var snapshot: (running: [Origin: Int], waiting: [Origin: Int]) {
-        state.withLock { ($0.scheduler.running, $0.scheduler.waiting.mapValues(\.count)) }
-    }
 }

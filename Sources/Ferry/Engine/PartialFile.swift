@@ -61,11 +61,6 @@ final class PartialFile {
         length = max(length, offset + Int64(bytes.count))
     }
 
-    /// Appends `buffer` at the end of what was written so far.
-    func write(_ buffer: ByteBuffer) throws {
-        try buffer.withUnsafeReadableBytes { try write($0, at: length) }
-    }
-
     /// Cuts the file to `size` bytes (0 to start over).
     func truncate(to size: Int64) throws {
         guard ftruncate(descriptor, off_t(size)) == 0 else { throw FileSystem.error("Cannot truncate '\(url.path)'") }
