@@ -73,7 +73,9 @@ extension Validator {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         if let tag = try container.decodeIfPresent(String.self, forKey: .entityTag), Self.isStrongEntityTag(tag) {
             self = .entityTag(tag)
-        } else if let date = try container.decodeIfPresent(String.self, forKey: .lastModified), HTTPDate.parse(date) != nil {
+        } else if let date = try container.decodeIfPresent(String.self, forKey: .lastModified),
+            HTTPDate.parse(date) != nil
+        {
             self = .lastModified(date)
         } else {
             throw DecodingError.dataCorrupted(
