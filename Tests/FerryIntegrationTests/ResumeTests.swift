@@ -283,6 +283,17 @@ struct ResumeTests {
             #expect(task.error?.responseBodyPrefix == Data("status 500\n".utf8))
             #expect(try Data(contentsOf: partial.partialFile) == before)
             #expect(!FileManager.default.fileExists(atPath: file.path))
+
+            // A 416 error page (no Content-Range proving anything): not data either.
+            let other = try await makePartial(server, session: session, seed: 2)
+            let (_, rangeTask, rangeFile) = try await resume(other, at: "/status/416", server: server, session: session)
+            #expect(rangeTask.error?.reason == .unacceptableStatusCode(416))
+            #expect(rangeTask.error?.responseBodyPrefix == Data("status 416\n".utf8))
+            #expect(!FileManager.default.fileExists(atPath: rangeFile.path))
+            let leftovers = files(in: session.configuration.downloadsDirectory)
+                .filter { $0.hasSuffix(".partial") }
+                .map { try? Data(contentsOf: session.configuration.downloadsDirectory.appendingPathComponent($0)) }
+            #expect(!leftovers.contains(Data("status 416\n".utf8)))
         }
     }
 
