@@ -49,14 +49,18 @@ struct Responder {
             let code = segments.count >= 2 ? Int(segments[1]) ?? 400 : 400
             return try await text(HTTPResponseStatus(statusCode: code), "status \(code)\n")
         case "sink":
+            var report: [String: Any] = [:]
+            if let parts = request.parts { report["parts"] = parts.map(\.json) }
+            if let error = request.multipartError { report["multipartError"] = error }
             return try await json(
                 .ok,
-                [
+                report.merging([
                     "bytes": request.bodyLength, "sha256": request.bodySHA256,
                     "method": request.method.rawValue,
                     "contentType": request.headers.first(name: "content-type") ?? "",
                     "chunked": request.headers.first(name: "transfer-encoding")?.lowercased() == "chunked",
-                ]
+                    "contentLength": request.headers.first(name: "content-length").flatMap { Int64($0) } ?? -1,
+                ]) { first, _ in first }
             )
         case "echo":
             return try await json(

@@ -14,6 +14,10 @@ struct TestRequest: Sendable {
     var bodySHA256: String
     /// The first bytes of the body (at most ``RequestReader/keptBodyLimit``).
     var body: Data
+    /// For a `multipart/form-data` body: its parts as an independent parser read them.
+    var parts: [FormPart]?
+    /// Why the multipart body did not parse, if it did not.
+    var multipartError: String?
 
     var method: HTTPMethod { head.method }
     var headers: HTTPHeaders { head.headers }
@@ -34,6 +38,7 @@ enum RequestReader {
         var hasher = SHA256()
         var length: Int64 = 0
         var kept = Data()
+        let form = FormReader(contentType: head.headers.first(name: "content-type"))
         reading: while let part = try await iterator.next() {
             switch part {
             case .head:
@@ -46,6 +51,7 @@ enum RequestReader {
                     }
                 }
                 length += Int64(buffer.readableBytes)
+                form?.feed(buffer)
             case .end:
                 break reading
             }
@@ -57,7 +63,9 @@ enum RequestReader {
             query: query,
             bodyLength: length,
             bodySHA256: hasher.finalize().hexString,
-            body: kept
+            body: kept,
+            parts: form?.finish(),
+            multipartError: form?.error
         )
     }
 

@@ -24,8 +24,9 @@ struct TimeoutTests {
                 Issue.record("a stalled download succeeded")
             } catch let error as FerryError {
                 #expect(error.reason == .timedOut(.idle))
-                // The bytes that did arrive are kept for a resume, not delivered.
-                #expect(error.resumeData?.bytesOnDisk == 100)
+                // The bytes that did arrive (a drip or two) are kept for a resume, not delivered.
+                let kept = error.resumeData?.bytesOnDisk ?? 0
+                #expect(kept >= 100 && kept < 1000 && kept % 100 == 0, "kept \(kept)")
             }
             #expect(files(in: directory).isEmpty)
             // A response that waits before its head counts as idle too.
@@ -39,7 +40,7 @@ struct TimeoutTests {
 
     @Test func steadyTrickleIsNotIdle() async throws {
         try await withServer { server in
-            let session = try makeSession { $0.timeoutIntervalForRequest = 0.5 }
+            let session = try makeSession { $0.timeoutIntervalForRequest = 1.0 }
             let (data, _) = try await session.data(from: server.url("/bytes/600?drip=100&interval=100"))
             #expect(data == TestContent.data(size: 600))
         }
@@ -66,10 +67,10 @@ struct QueueTimeoutTests {
         try await withServer { server in
             let session = try makeSession {
                 $0.httpMaximumConnectionsPerHost = 1
-                $0.timeoutIntervalForRequest = 0.4
+                $0.timeoutIntervalForRequest = 0.8
             }
-            // The first task holds the only slot for about a second, moving bytes steadily.
-            let first = session.dataTask(with: server.url("/bytes/1000?drip=100&interval=100"))
+            // The first task holds the only slot for about two seconds, moving bytes steadily.
+            let first = session.dataTask(with: server.url("/bytes/2000?drip=100&interval=100"))
             let second = session.dataTask(with: server.url("/bytes/10"))
             let firstEvents = first.events
             let secondEvents = second.events

@@ -16,6 +16,7 @@ enum RequestBody: Sendable {
     case data(Data)
     case file(URL, length: Int64)
     case stream(ByteChunks, length: Int64?)
+    case multipart(MultipartFormData)
 
     static let chunkSize = 256 * 1024
 
@@ -25,12 +26,16 @@ enum RequestBody: Sendable {
         case .data(let data): Int64(data.count)
         case .file(_, let length): length
         case .stream(_, let length): length
+        case .multipart(let form): form.contentLength
         }
     }
 
     var isReplayable: Bool {
-        if case .stream = self { return false }
-        return true
+        switch self {
+        case .stream: false
+        case .multipart(let form): form.isReplayable
+        case .data, .file: true
+        }
     }
 
     /// A body for a file whose size is read now, once.
@@ -65,6 +70,8 @@ enum RequestBody: Sendable {
             }
         case .stream(let chunks, _):
             return chunks
+        case .multipart(let form):
+            return form.chunks()
         }
     }
 }

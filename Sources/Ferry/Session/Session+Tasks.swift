@@ -54,6 +54,16 @@ extension Session {
         makeUploadTask(request, .success(.stream(.oneShot(stream), length: length)))
     }
 
+    /// An upload task sending a `multipart/form-data` body, streamed with an exact
+    /// `Content-Length`; sets `Content-Type` (with the boundary) unless the request has one.
+    public func uploadTask(with request: URLRequest, multipartFormData form: MultipartFormData) -> UploadTask {
+        var request = request
+        if request.value(forHTTPHeaderField: "Content-Type") == nil {
+            request.setValue(form.contentType, forHTTPHeaderField: "Content-Type")
+        }
+        return makeUploadTask(request, .success(form.requestBody))
+    }
+
     /// An upload task with a completion handler.
     public func uploadTask(
         with request: URLRequest,
@@ -204,6 +214,16 @@ extension Session {
     public func upload(for request: URLRequest, fromFile fileURL: URL) async throws(FerryError) -> (Data, HTTPResponse)
     {
         try await runUpload(uploadTask(with: request, fromFile: fileURL))
+    }
+
+    /// Uploads a `multipart/form-data` body; returns the response body and response.
+    public func upload(
+        for request: URLRequest,
+        multipartFormData form: MultipartFormData
+    ) async throws(FerryError)
+        -> (Data, HTTPResponse)
+    {
+        try await runUpload(uploadTask(with: request, multipartFormData: form))
     }
 
     /// Uploads a one-shot async sequence of byte chunks; `length` `nil` sends it chunked.
