@@ -195,6 +195,11 @@ public final class FerryTestServer: Sendable {
                 var iterator = inbound.makeAsyncIterator()
                 while let part = try await iterator.next() {
                     guard case .head(let head) = part else { continue }
+                    if head.uri.hasPrefix("/early") {
+                        // Answer before reading the body (a 413 or 401 sent early), then close.
+                        try await Responder.early(head, outbound: outbound)
+                        return
+                    }
                     let request = try await RequestReader.read(head: head, from: &iterator)
                     stats.withLock { $0.requests += 1 }
                     log.withLock {

@@ -192,6 +192,23 @@ struct Responder {
         return ifRange == Self.lastModified && request.query["lastmod"] != "none"
     }
 
+    /// `/early?status=S`: the response is sent as soon as the head arrives, without reading
+    /// the body, and the connection is closed.
+    static func early(
+        _ head: HTTPRequestHead,
+        outbound: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>
+    ) async throws {
+        let (_, query) = RequestReader.parse(uri: head.uri)
+        let status = HTTPResponseStatus(statusCode: Int(query["status"] ?? "413") ?? 413)
+        let body = ByteBuffer(string: "rejected early\n")
+        let headers = HTTPHeaders([
+            ("Content-Type", "text/plain"), ("Content-Length", String(body.readableBytes)), ("Connection", "close"),
+        ])
+        try await outbound.write(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers)))
+        try await outbound.write(.body(.byteBuffer(body)))
+        try await outbound.write(.end(nil))
+    }
+
     static func httpDate(_ date: Date) -> String {
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")

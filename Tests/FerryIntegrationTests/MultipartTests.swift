@@ -233,3 +233,58 @@ struct MultipartTests {
         #expect(other.boundary != first && other.boundary.count == 38)
     }
 }
+
+@Suite("Uploads: credentials and early answers")
+struct UploadExchangeTests {
+    @Test func a401ThenCredentialsResendsTheWholeForm() async throws {
+        try await withServer { server in
+            let session = try makeSession { $0.credential = Credential(user: "ada", password: "secret") }
+            var form = MultipartFormData()
+            form.append("x", name: "a")
+            form.append(TestContent.data(size: 200_000, seed: 31), name: "f", fileName: "f.bin")
+            // basic-auth answers 401 to a request without credentials, 200 with them.
+            let (data, response) = try await session.upload(
+                for: URLRequest(url: server.url("/basic-auth/ada/secret"), method: .post),
+                multipartFormData: form
+            )
+            #expect(response.statusCode == 200)
+            #expect(String(decoding: data, as: UTF8.self).contains("\"authenticated\":true"))
+            let sent = server.requests(to: "/basic-auth")
+            #expect(sent.count == 2)
+            #expect(sent[0].headers["authorization"] == nil)
+            #expect(sent[1].headers["authorization"] == "Basic YWRhOnNlY3JldA==")
+            #expect(sent.allSatisfy { $0.headers["content-length"] == String(form.contentLength) })
+        }
+    }
+
+    @Test func credentialsAreNeverSentToAnotherOrigin() async throws {
+        try await withServer { first in
+            try await withServer { second in
+                let session = try makeSession { $0.credential = Credential(user: "ada", password: "secret") }
+                let (_, response) = try await session.data(
+                    from: first.url("/redirect-to?url=\(second.url("/basic-auth/ada/secret").absoluteString)")
+                )
+                #expect(response.statusCode == 401)
+                #expect(second.requests.allSatisfy { $0.headers["authorization"] == nil })
+            }
+        }
+    }
+
+    @Test(arguments: [413, 401])
+    func anEarlyAnswerEndsTheTaskWithThatResponse(status: Int) async throws {
+        try await withServer { server in
+            let session = try makeSession()
+            let body = TestContent.data(size: 8 << 20, seed: 32)
+            let task = session.uploadTask(
+                with: URLRequest(url: server.url("/early?status=\(status)"), method: .post),
+                from: body
+            )
+            let events = task.events
+            task.resume()
+            _ = await collectEvents(events)
+            #expect(task.error == nil, "\(String(describing: task.error))")
+            #expect(task.response?.statusCode == status)
+            #expect(task.receivedData == Data("rejected early\n".utf8))
+        }
+    }
+}

@@ -108,6 +108,8 @@ final class Transfer: Sendable {
     private enum SendStep<Result: Sendable>: Sendable {
         case final(Result)
         case redirect(URLRequest, keepsBody: Bool)
+        /// The same request again, now with credentials.
+        case authenticate(URLRequest)
     }
 
     /// Sends `request`, following redirects, and hands the final response to `consume`
@@ -120,6 +122,8 @@ final class Transfer: Sendable {
         var request = request
         var body = body
         var redirects = 0
+        var answeredChallenge = false
+        let home = request.url.map(Origin.init)
         while true {
             try await origin.waitWhilePaused()
             guard let url = request.url else { throw FerryError(.invalidURL, "The request has no URL.") }
@@ -139,6 +143,17 @@ final class Transfer: Sendable {
                     headers: HeaderFields(response.headers.map { (name: $0.name, value: $0.value) }),
                     httpVersion: "HTTP/\(response.version.major).\(response.version.minor)"
                 )
+                if let retry = authenticated(currentRequest, after: head, home: home, answered: answeredChallenge) {
+                    guard currentBody?.isReplayable ?? true else {
+                        throw FerryError(
+                            .bodyNotReplayable,
+                            "The server asked for credentials, but the body is a one-shot stream and cannot be sent again.",
+                            response: head
+                        )
+                    }
+                    await drain(response.body)
+                    return .authenticate(retry)
+                }
                 if let next = try await redirect(
                     for: currentRequest,
                     response: head,
@@ -158,6 +173,10 @@ final class Transfer: Sendable {
                 redirects += 1
                 request = next
                 if !keepsBody { body = nil }
+                if body != nil { origin.resetSentBytes() }
+            case .authenticate(let retry):
+                answeredChallenge = true
+                request = retry
                 if body != nil { origin.resetSentBytes() }
             }
         }
@@ -180,6 +199,26 @@ final class Transfer: Sendable {
         if case .upload(let body) = origin.plan { return body }
         if let data = request.httpBody { return .data(data) }
         return nil
+    }
+
+    /// The request to send again with the session's credential, when `response` is a Basic
+    /// challenge from the task's own origin that has not been answered yet.
+    private func authenticated(
+        _ request: URLRequest,
+        after response: HTTPResponse,
+        home: Origin?,
+        answered: Bool
+    )
+        -> URLRequest?
+    {
+        guard response.statusCode == 401, !answered, let credential = configuration.credential,
+            request.value(forHTTPHeaderField: "Authorization") == nil,
+            let url = request.url, Origin(url) == home,
+            Credential.offersBasic(response.headers["WWW-Authenticate"])
+        else { return nil }
+        var retry = request
+        retry.setValue(credential.authorization, forHTTPHeaderField: "Authorization")
+        return retry
     }
 
     /// The request to follow a redirect with, or `nil` when `response` is final.

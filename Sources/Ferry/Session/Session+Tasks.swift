@@ -64,6 +64,24 @@ extension Session {
         return makeUploadTask(request, .success(form.requestBody))
     }
 
+    /// The MIME type Ferry sends for a file with this name (from its extension;
+    /// `application/octet-stream` when unknown).
+    public static func mimeType(forFileNamed name: String) -> String { MIMEType.forExtension(of: name) }
+
+    /// Uploads the file at `fileURL` to `url` as the raw body of a `PUT` (or `POST`,
+    /// `PATCH`), with its MIME type as `Content-Type`: REST-style uploads.
+    public func upload(
+        fromFile fileURL: URL,
+        to url: URL,
+        method: HTTPMethod = .put
+    ) async throws(FerryError)
+        -> (Data, HTTPResponse)
+    {
+        var request = URLRequest(url: url, method: method)
+        request.setValue(Self.mimeType(forFileNamed: fileURL.lastPathComponent), forHTTPHeaderField: "Content-Type")
+        return try await upload(for: request, fromFile: fileURL)
+    }
+
     /// An upload task with a completion handler.
     public func uploadTask(
         with request: URLRequest,

@@ -73,6 +73,12 @@ public struct SessionConfiguration: Sendable {
     /// ``DownloadTask/cancelProducingResumeData()``.
     public var resumeStore: ResumeStore?
 
+    /// A user name and password for HTTP Basic challenges: when a response is `401` with
+    /// `WWW-Authenticate: Basic` and the request carried no `Authorization`, it is sent again
+    /// once with these credentials (its body produced again). Only ever sent to the origin
+    /// of the task's original request, never to another origin a redirect leads to.
+    public var credential: Credential?
+
     /// Seconds an idle pooled connection is kept open. Default 60.
     public var connectionIdleTimeout: TimeInterval = 60
 

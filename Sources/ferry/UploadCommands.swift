@@ -1,0 +1,212 @@
+import ArgumentParser
+import Ferry
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Options `ferry upload` and `ferry put` share with `ferry get`.
+struct TransferOptions: ParsableArguments {
+    @Option(name: [.customShort("H"), .customLong("header")], help: "Add a request header, 'Name: value'.")
+    var headers: [String] = []
+
+    @Option(name: [.customShort("u"), .customLong("user")], help: "Basic authentication, 'user:password'.")
+    var user: String?
+
+    @Option(
+        name: [.customShort("o"), .customLong("output")],
+        help: "Write the server's response body to FILE (default: standard output)."
+    )
+    var output: String?
+
+    @Flag(name: [.customShort("q"), .customLong("quiet")], help: "No progress line.")
+    var quiet = false
+
+    @Flag(
+        name: .customLong("json"),
+        help: "Print one JSON event per line on standard output (needs -o for the response body)."
+    )
+    var json = false
+
+    func validate() throws {
+        for header in headers where GetCommand.parseHeader(header) == nil {
+            throw ValidationError("'\(header)' is not a header: use 'Name: value'.")
+        }
+        if json && output == nil {
+            throw ValidationError("--json prints events on standard output; write the response body with -o.")
+        }
+    }
+
+    func request(_ url: String, method: String) -> URLRequest? {
+        guard let target = URL(string: url), let scheme = target.scheme?.lowercased(),
+            scheme == "http" || scheme == "https", target.host?.isEmpty == false
+        else { return nil }
+        var request = URLRequest(url: target, method: HTTPMethod(rawValue: method))
+        for header in headers {
+            if let (name, value) = GetCommand.parseHeader(header) { request.addValue(value, forHTTPHeaderField: name) }
+        }
+        if let user {
+            let (name, password) = BasicAuthentication.parseUserPassword(user)
+            request.setBasicAuthorization(username: name, password: password)
+        }
+        return request
+    }
+}
+
+/// Runs an upload task with the progress line, JSON events, and `ferry get`'s exit codes.
+enum UploadRunner {
+    static func run(_ makeTask: (Session) -> UploadTask, options: TransferOptions) async -> Never {
+        let session: Session
+        do {
+            session = try Session(configuration: .default)
+        } catch {
+            exit(with: error)
+        }
+        let task = makeTask(session)
+        let events = task.events
+        let showProgress = !options.quiet && !options.json && isatty(STDERR_FILENO) == 1
+        signal(SIGINT, SIG_IGN)
+        let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+        interrupt.setEventHandler { task.cancel() }
+        interrupt.resume()
+        var progress = ProgressLine()
+        task.resume()
+        for await event in events {
+            if options.json { JSONEvents.emit(event) }
+            guard showProgress else { continue }
+            switch event {
+            case .sentBodyData(_, let total, let expected): progress.update(bytes: total, total: expected)
+            case .response, .completed:
+                progress.update(bytes: task.countOfBytesSent, total: task.countOfBytesExpectedToSend, finished: true)
+            default: break
+            }
+        }
+        if showProgress { progress.finish() }
+        interrupt.cancel()
+        session.finishTasksAndInvalidate()
+        if let error = task.error { exit(with: error, json: options.json) }
+        let body = task.receivedData ?? Data()
+        if let output = options.output {
+            do {
+                try body.write(to: URL(fileURLWithPath: output), options: .atomic)
+            } catch {
+                exit(with: FerryError(.fileSystem, "Cannot write '\(output)'.", underlying: error), json: options.json)
+            }
+        } else {
+            FileHandle.standardOutput.write(body)
+        }
+        if let response = task.response, !response.isSuccess {
+            exit(
+                with: FerryError(
+                    .unacceptableStatusCode(response.statusCode),
+                    "\(response.url.absoluteString): HTTP \(response.statusCode) \(response.reasonPhrase)"
+                ),
+                json: options.json
+            )
+        }
+        Foundation.exit(0)
+    }
+
+    static func exit(with error: any Error, json: Bool = false) -> Never {
+        let error = error as? FerryError ?? FerryError(.network, "The upload failed.", underlying: error)
+        if !json { FileHandle.standardError.write(Data("ferry: \(error.description)\n".utf8)) }
+        Foundation.exit(ExitStatus.code(for: error))
+    }
+}
+
+/// `ferry upload URL -F …`: a multipart/form-data upload with curl's -F syntax.
+struct UploadCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "upload",
+        abstract: "Upload a multipart/form-data form (curl's -F syntax).",
+        discussion: """
+            -F 'name=value' adds a text field; -F 'name=@path' a file part (its MIME type
+            from the extension, or ;type=…; its name from the path, or ;filename=…);
+            -F 'name=<path' a text field read from a file. Quote a value with semicolons:
+            -F 'name="a;b"'. The form streams from disk with an exact Content-Length.
+            The server's response body goes to standard output or -o FILE; an HTTP error
+            status exits 22.
+            """
+    )
+
+    @Argument(help: "The http or https URL to upload to.")
+    var url: String
+
+    @Option(
+        name: [.customShort("F"), .customLong("form")],
+        help: "A form part: name=value, name=@file[;type=…][;filename=…], name=<file."
+    )
+    var form: [String] = []
+
+    @Option(name: [.customShort("X"), .customLong("request")], help: "The method (default POST).")
+    var method = "POST"
+
+    @OptionGroup var options: TransferOptions
+
+    func validate() throws {
+        if form.isEmpty { throw ValidationError("Give at least one -F part.") }
+        for part in form {
+            do {
+                _ = try FormArgument(parsing: part)
+            } catch {
+                throw ValidationError(error.message)
+            }
+        }
+    }
+
+    func run() async throws {
+        guard let request = options.request(url, method: method) else {
+            UploadRunner.exit(with: FerryError(.invalidURL, "'\(url)' is not an http or https URL."))
+        }
+        var multipart = MultipartFormData()
+        do {
+            for part in form { try FormArgument(parsing: part).add(to: &multipart) }
+        } catch {
+            UploadRunner.exit(with: error)
+        }
+        let body = multipart
+        await UploadRunner.run({ $0.uploadTask(with: request, multipartFormData: body) }, options: options)
+    }
+}
+
+/// `ferry put FILE URL`: the raw file as the body, like `curl -T`.
+struct PutCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "put",
+        abstract: "Upload a file as the raw request body (like curl -T).",
+        discussion: """
+            The file streams from disk with an exact Content-Length and a Content-Type from
+            its extension (unless -H sets one). The server's response body goes to standard
+            output or -o FILE; an HTTP error status exits 22.
+            """
+    )
+
+    @Argument(help: "The file to upload.")
+    var file: String
+
+    @Argument(help: "The http or https URL to upload to.")
+    var url: String
+
+    @Option(
+        name: [.customShort("X"), .customLong("request")],
+        help: "The method (default PUT; POST and PATCH work too)."
+    )
+    var method = "PUT"
+
+    @OptionGroup var options: TransferOptions
+
+    func run() async throws {
+        guard var request = options.request(url, method: method) else {
+            UploadRunner.exit(with: FerryError(.invalidURL, "'\(url)' is not an http or https URL."))
+        }
+        if request.value(forHTTPHeaderField: "Content-Type") == nil {
+            request.setValue(Session.mimeType(forFileNamed: file), forHTTPHeaderField: "Content-Type")
+        }
+        let fileURL = URL(fileURLWithPath: file)
+        await UploadRunner.run({ $0.uploadTask(with: request, fromFile: fileURL) }, options: options)
+    }
+}
