@@ -45,7 +45,11 @@ enum JSONEvents {
             } else {
                 emit(["event": "completed"])
             }
-        case .data, .sentBodyData, .becameDownload, .finishedDownloading:
+        case .sentBodyData(_, let total, let expected):
+            var fields: [String: Any] = ["event": "uploadProgress", "bytes": total]
+            if let expected { fields["total"] = expected }
+            emit(fields)
+        case .data, .becameDownload, .finishedDownloading:
             break
         }
     }

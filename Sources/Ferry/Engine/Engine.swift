@@ -45,6 +45,13 @@ final class Engine: Sendable {
         client.shutdown { _ in }
     }
 
+    /// Returns after every event loop of the group has run the work queued on it so far.
+    static func drainEventLoops() async {
+        for loop in MultiThreadedEventLoopGroup.singleton.makeIterator() {
+            try? await loop.submit {}.get()
+        }
+    }
+
     func shutdown() async {
         try? await client.shutdown()
     }

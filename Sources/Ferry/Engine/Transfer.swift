@@ -511,8 +511,17 @@ struct CountingChunks: AsyncSequence, Sendable {
         let task: SessionTask
         var throttle = ProgressThrottle()
 
+        var started = false
+
         mutating func next() async throws -> ByteBuffer? {
             try await task.waitWhilePaused()
+            // AsyncHTTPClient hands each chunk to the event loop and asks for the next one
+            // before the loop has written it and reported back-pressure; a fast source (a
+            // file in the page cache) would queue the whole body in memory. Waiting for one
+            // round trip through every event loop lets queued writes run first, so at most
+            // a chunk or two is in flight.
+            if started { await Engine.drainEventLoops() }
+            started = true
             if let chunk = try await base.next() {
                 let count = Int64(chunk.readableBytes)
                 let due = throttle.add(count)
