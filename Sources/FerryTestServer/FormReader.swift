@@ -24,13 +24,15 @@ struct FormPart: Sendable {
 /// Ferry's encoder), hashing each part instead of keeping it.
 final class FormReader {
     private let parser: MultipartParser
+    private let scanner: FormScanner?
     private var parts: [FormPart] = []
     private var current = FormPart(headers: [], bytes: 0, sha256: "", prefix: Data())
     private var hasher = SHA256()
     private(set) var error: String?
     private var completed = false
 
-    init?(contentType: String?) {
+    /// - Parameter fast: Use ``FormScanner`` instead of multipart-kit (for very large bodies).
+    init?(contentType: String?, fast: Bool = false) {
         guard let contentType, contentType.lowercased().hasPrefix("multipart/form-data"),
             let range = contentType.range(of: "boundary=")
         else { return nil }
@@ -38,6 +40,7 @@ final class FormReader {
         if let semicolon = boundary.firstIndex(of: ";") { boundary = String(boundary[..<semicolon]) }
         boundary = boundary.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))
         parser = MultipartParser(boundary: boundary)
+        scanner = fast ? FormScanner(boundary: boundary) : nil
         parser.onHeader = { [unowned self] name, value in current.headers.append([name, value]) }
         parser.onBody = { [unowned self] buffer in
             buffer.withUnsafeReadableBytes { bytes in
@@ -58,6 +61,10 @@ final class FormReader {
     }
 
     func feed(_ buffer: ByteBuffer) {
+        if let scanner {
+            scanner.feed(buffer)
+            return
+        }
         guard error == nil else { return }
         do {
             try parser.execute(buffer)
@@ -66,5 +73,10 @@ final class FormReader {
         }
     }
 
-    func finish() -> [FormPart] { parts }
+    func finish() -> [FormPart] {
+        guard let scanner else { return parts }
+        let scanned = scanner.finish()
+        error = scanner.error
+        return scanned
+    }
 }

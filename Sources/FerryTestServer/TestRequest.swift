@@ -38,7 +38,10 @@ enum RequestReader {
         var hasher = SHA256()
         var length: Int64 = 0
         var kept = Data()
-        let form = FormReader(contentType: head.headers.first(name: "content-type"))
+        let form = FormReader(
+            contentType: head.headers.first(name: "content-type"),
+            fast: head.uri.contains("parser=scan")
+        )
         reading: while let part = try await iterator.next() {
             switch part {
             case .head:
