@@ -83,7 +83,7 @@ struct ResumeEdgeTests {
 
     @Test func case17_checksumIsVerifiedAlsoAfterResumes() async throws {
         try await withServer { server in
-            let session = try makeSession { $0.retryPolicy = RetryPolicy(maximumRetries: 5, baseDelay: 0.01) }
+            let session = try makeSession { $0.retryPolicy = RetryPolicy(maximumRetries: 20, baseDelay: 0.01) }
             let directory = try makeTemporaryDirectory()
             let good = directory.appendingPathComponent("good.bin")
             // Cut twice and resumed, then verified.
@@ -114,7 +114,7 @@ struct ResumeEdgeTests {
 
     @Test func case5_aChecksumMakesAWeakValidatorResumable() async throws {
         try await withServer { server in
-            let session = try makeSession { $0.retryPolicy = RetryPolicy(maximumRetries: 3, baseDelay: 0.01) }
+            let session = try makeSession { $0.retryPolicy = RetryPolicy(maximumRetries: 20, baseDelay: 0.01) }
             let target = try makeTemporaryDirectory().appendingPathComponent("weak.bin")
             let task = session.downloadTask(
                 with: server.url("/bytes/200000?seed=14&etag=weak&close-after=120000"),

@@ -192,7 +192,7 @@ struct ResumeTests {
 
             let lenient = try makeSession {
                 $0.allowsUnvalidatedResume = true
-                $0.retryPolicy = RetryPolicy(maximumRetries: 4, baseDelay: 0.01)
+                $0.retryPolicy = RetryPolicy(maximumRetries: 20, baseDelay: 0.01)
             }
             let (file, _) = try await lenient.download(from: url, to: .file(target))
             #expect(try Data(contentsOf: file) == TestContent.data(size: 100_000, seed: 4))
@@ -353,7 +353,7 @@ struct ResumeTests {
                 at: nil,
                 server: server,
                 session: session,
-                retry: RetryPolicy(maximumRetries: 3, baseDelay: 0.01)
+                retry: RetryPolicy(maximumRetries: 20, baseDelay: 0.01)
             )
             #expect(resumed.error == nil)
             #expect(server.requests[before].uri.hasPrefix("/bytes/200000"))
@@ -377,7 +377,7 @@ struct ResumeTests {
 
     @Test func case14_transientFailuresAreRetriedByResuming() async throws {
         try await withServer { server in
-            let session = try makeSession { $0.retryPolicy = RetryPolicy(maximumRetries: 5, baseDelay: 0.01) }
+            let session = try makeSession { $0.retryPolicy = RetryPolicy(maximumRetries: 20, baseDelay: 0.01) }
             let target = try makeTemporaryDirectory().appendingPathComponent("retry.bin")
             let task = session.downloadTask(
                 with: server.url("/bytes/200000?seed=6&close-after=70000"),
@@ -412,6 +412,29 @@ struct ResumeTests {
     @Test func invalidResumeDataIsATypedError() {
         for bytes in [Data(), Data("{}".utf8), Data("not json".utf8), Data(#"{"version": 99}"#.utf8)] {
             #expect(throws: FerryError.self) { try ResumeData(decoding: bytes) }
+        }
+    }
+
+    @Test func resumeDataNeverTruncatesAFileThatIsNotAPartial() async throws {
+        try await withServer { server in
+            let session = try makeSession()
+            var partial = try await makePartial(server, session: session)
+            // Resume data from elsewhere names a file of the user's: it must not be touched.
+            let victim = try makeTemporaryDirectory("victim").appendingPathComponent("important.txt")
+            let precious = Data(String(repeating: "keep me ", count: 20_000).utf8)
+            try precious.write(to: victim)
+            partial.partialFile = victim
+            partial.bytesOnDisk = 10
+            let (events, task, file) = try await resume(
+                partial,
+                at: "/bytes/200000?seed=1",
+                server: server,
+                session: session
+            )
+            #expect(task.error == nil)
+            #expect(offsets(events) == [0])
+            #expect(try Data(contentsOf: victim) == precious)
+            #expect(try Data(contentsOf: file) == TestContent.data(size: 200_000, seed: 1))
         }
     }
 }

@@ -29,15 +29,34 @@ final class PartialFile {
         }
     }
 
+    /// Whether `url` names a partial file as Ferry creates them (`.ferry-<uuid>.partial`).
+    /// Resume data comes from outside the process: only such files are ever reopened,
+    /// truncated or removed on its word, never an arbitrary path it names.
+    static func isPartialFileName(_ url: URL) -> Bool {
+        let name = url.lastPathComponent
+        guard name.hasPrefix(".ferry-"), name.hasSuffix(".partial") else { return false }
+        let id = name.dropFirst(".ferry-".count).dropLast(".partial".count)
+        return id.count == 36 && id.allSatisfy { $0.isHexDigit || $0 == "-" }
+    }
+
+    /// Removes a partial file named by resume data, if it is one of Ferry's.
+    static func removeNamed(_ url: URL) {
+        guard isPartialFileName(url) else { return }
+        unlink(url.path)
+        unlink(url.appendingPathExtension("resume").path)
+    }
+
     /// Reopens a partial file to continue it, keeping its first `keep` bytes (bytes past
-    /// them were never recorded as flushed and are cut off). `nil` when the file is missing
-    /// or shorter than `keep`: it was removed or edited, and the download must start over.
+    /// them were never recorded as flushed and are cut off). `nil` when the file is missing,
+    /// shorter than `keep`, not a regular file of this user's, or not named as Ferry names
+    /// partial files: the download must start over.
     init?(resuming url: URL, keep: Int64) {
         self.url = url
+        guard Self.isPartialFileName(url) else { return nil }
         descriptor = open(url.path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
         var info = stat()
         guard descriptor >= 0, fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG,
-            Int64(info.st_size) >= keep, ftruncate(descriptor, off_t(keep)) == 0
+            info.st_uid == geteuid(), Int64(info.st_size) >= keep, ftruncate(descriptor, off_t(keep)) == 0
         else {
             if descriptor >= 0 { close(descriptor) }
             return nil

@@ -39,8 +39,7 @@ extension Transfer {
                 resume = stored
             } else {
                 // Start over: the earlier partial for this key is not wanted.
-                FileSystem.removeIfPresent(stored.partialFile)
-                FileSystem.removeIfPresent(stored.partialFile.appendingPathExtension("resume"))
+                PartialFile.removeNamed(stored.partialFile)
                 store.remove(key)
             }
         }
