@@ -86,11 +86,27 @@ extension TaskEvent {
     }
 }
 
+/// FerryTestServer's `/sink` reply: what it read, and for a multipart body each part as
+/// its parser (multipart-kit, or the fast scanner) read it.
 struct SinkReport: Decodable {
+    struct Part: Decodable {
+        var headers: [[String]]
+        var bytes: Int64
+        var sha256: String
+        var text: String
+
+        func header(_ name: String) -> String? {
+            headers.first { $0[0].lowercased() == name.lowercased() }?[1]
+        }
+    }
+
     var bytes: Int64
     var sha256: String
     var method: String
     var chunked: Bool
+    var contentLength: Int64
+    var parts: [Part]?
+    var multipartError: String?
 }
 
 /// The resume store's entry in `directory` (the CLI keeps it beside the output).

@@ -8,36 +8,17 @@ import Testing
 import FoundationNetworking
 #endif
 
-/// What the sink's independent parser (vapor/multipart-kit) read.
-struct SinkForm: Decodable {
-    struct Part: Decodable {
-        var headers: [[String]]
-        var bytes: Int64
-        var sha256: String
-        var text: String
-
-        func header(_ name: String) -> String? {
-            headers.first { $0[0].lowercased() == name.lowercased() }?[1]
-        }
-    }
-
-    var bytes: Int64
-    var contentLength: Int64
-    var parts: [Part]?
-    var multipartError: String?
-}
-
 func sha256Hex(_ data: Data) -> String { SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined() }
 
 @Suite("Multipart uploads")
 struct MultipartTests {
-    func send(_ form: MultipartFormData, to url: URL, session: Session) async throws -> SinkForm {
+    func send(_ form: MultipartFormData, to url: URL, session: Session) async throws -> SinkReport {
         let (data, response) = try await session.upload(
             for: URLRequest(url: url, method: .post),
             multipartFormData: form
         )
         #expect(response.statusCode == 200)
-        return try JSONDecoder().decode(SinkForm.self, from: data)
+        return try JSONDecoder().decode(SinkReport.self, from: data)
     }
 
     /// multipart-kit reads the encoding; the sink's fast scanner (used for 1 GiB) must read
@@ -135,7 +116,7 @@ struct MultipartTests {
             task.resume()
             let seen = await collectEvents(events)
             #expect(task.error == nil)
-            let sink = try JSONDecoder().decode(SinkForm.self, from: try #require(task.receivedData))
+            let sink = try JSONDecoder().decode(SinkReport.self, from: try #require(task.receivedData))
             #expect(sink.parts?.last?.sha256 == TestContent.sha256(size: size, seed: 23))
             #expect(sink.bytes == form.contentLength)
             var last: Int64 = 0
@@ -196,7 +177,7 @@ struct MultipartTests {
             var request = URLRequest(url: server.url("/sink"), method: .post)
             request.setValue(form.contentType, forHTTPHeaderField: "Content-Type")
             let (data, _) = try await session.upload(for: request, fromFile: encoded)
-            let sink = try JSONDecoder().decode(SinkForm.self, from: data)
+            let sink = try JSONDecoder().decode(SinkReport.self, from: data)
             #expect(sink.parts?.map { $0.bytes } == [11, 10_000])
             #expect(sink.parts?.last?.sha256 == TestContent.sha256(size: 10_000, seed: 25))
         }

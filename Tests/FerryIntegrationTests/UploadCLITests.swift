@@ -7,20 +7,6 @@ import Testing
 struct UploadCLITests {
     let ferry = ProcessRunner.ferry
 
-    struct Sink: Decodable {
-        struct Part: Decodable {
-            var headers: [[String]]
-            var bytes: Int64
-            var sha256: String
-        }
-
-        var bytes: Int64
-        var contentLength: Int64
-        var method: String
-        var sha256: String
-        var parts: [Part]?
-    }
-
     /// The upload issue's check: a 1 GiB file part to FerryTestServer's sink, whose SHA-256
     /// of the part matches, with the client's peak resident memory under 64 MiB.
     @Test func oneGibibyteFilePartInBoundedMemory() async throws {
@@ -42,7 +28,7 @@ struct UploadCLITests {
                 ]
             )
             #expect(result.status == 0, "\(result.stderrText)")
-            let sink = try JSONDecoder().decode(SinkForm.self, from: result.stdout)
+            let sink = try JSONDecoder().decode(SinkReport.self, from: result.stdout)
             #expect(sink.multipartError == nil)
             #expect(sink.bytes == sink.contentLength)
             let parts = try #require(sink.parts)
@@ -100,7 +86,7 @@ struct UploadCLITests {
                 ["put", "-u", "ada:pw", file.path, server.url("/sink").absoluteString]
             )
             #expect(result.status == 0)
-            let sink = try JSONDecoder().decode(Sink.self, from: result.stdout)
+            let sink = try JSONDecoder().decode(SinkReport.self, from: result.stdout)
             #expect(sink.method == "PUT")
             #expect(sink.bytes == 7)
             #expect(server.requests.last?.headers["content-type"] == "application/json")
@@ -109,7 +95,7 @@ struct UploadCLITests {
                 ferry,
                 ["put", "-X", "PATCH", file.path, server.url("/sink").absoluteString]
             )
-            #expect(try JSONDecoder().decode(Sink.self, from: patch.stdout).method == "PATCH")
+            #expect(try JSONDecoder().decode(SinkReport.self, from: patch.stdout).method == "PATCH")
             let missing = try await ProcessRunner.run(
                 ferry,
                 ["put", "/nonexistent/file", server.url("/sink").absoluteString]
