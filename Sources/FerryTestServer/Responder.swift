@@ -75,6 +75,10 @@ struct Responder {
             )
         case "redirect":
             return try await redirect(segments)
+        case "loop":
+            // /loop/a ⇄ /loop/b forever.
+            let next = segments.count >= 2 && segments[1] == "a" ? "/loop/b" : "/loop/a"
+            return try await send(.found, headers: [("Location", next)], body: nil)
         case "redirect-to":
             let status = HTTPResponseStatus(statusCode: Int(request.query["status"] ?? "302") ?? 302)
             return try await send(status, headers: [("Location", request.query["url"] ?? "/")], body: nil)

@@ -125,4 +125,19 @@ struct RedirectTests {
             }
         }
     }
+
+    @Test func redirectLoopsEndWithAClearError() async throws {
+        try await withServer { server in
+            let session = try makeSession { $0.maximumRedirects = 50 }
+            do {
+                _ = try await session.data(from: server.url("/loop/a"))
+                Issue.record("a redirect loop completed")
+            } catch let error as FerryError {
+                #expect(error.reason == .redirectFailed)
+                #expect(error.message.contains("loop"))
+            }
+            // Well before the hop limit.
+            #expect(server.requests(to: "/loop").count < 10)
+        }
+    }
 }

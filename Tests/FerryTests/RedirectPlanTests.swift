@@ -131,4 +131,48 @@ struct RedirectPlanTests {
         }
         #expect(streamError.reason == .bodyNotReplayable)
     }
+
+    @Test func httpsToHttpIsRefusedUnlessAllowed() {
+        var secure = URLRequest(url: URL(string: "https://a.test/start")!)
+        secure.method = .get
+        let downgrade = response(302, location: "http://a.test/plain", from: "https://a.test/start")
+        guard
+            case .fail(let error) = RedirectPlan.make(
+                for: secure,
+                response: downgrade,
+                bodyIsReplayable: true,
+                hasBody: false
+            )
+        else {
+            Issue.record("an https → http redirect was followed")
+            return
+        }
+        #expect(error.reason == .redirectFailed)
+        guard
+            case .follow(let next, _) = RedirectPlan.make(
+                for: secure,
+                response: downgrade,
+                bodyIsReplayable: true,
+                hasBody: false,
+                allowsInsecure: true
+            )
+        else {
+            Issue.record("allowsInsecure did not allow it")
+            return
+        }
+        #expect(next.url?.scheme == "http")
+        // http → https is an upgrade: always fine.
+        let upgrade = response(302, location: "https://a.test/x")
+        guard
+            case .follow = RedirectPlan.make(
+                for: request(.get),
+                response: upgrade,
+                bodyIsReplayable: true,
+                hasBody: false
+            )
+        else {
+            Issue.record("an upgrade was refused")
+            return
+        }
+    }
 }

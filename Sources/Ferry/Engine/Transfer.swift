@@ -124,6 +124,7 @@ final class Transfer: Sendable {
         var redirects = 0
         var answeredChallenge = false
         let home = request.url.map(Origin.init)
+        var visited: [String: Int] = [:]
         while true {
             try await origin.waitWhilePaused()
             guard let url = request.url else { throw FerryError(.invalidURL, "The request has no URL.") }
@@ -170,6 +171,15 @@ final class Transfer: Sendable {
             case .final(let result):
                 return result
             case .redirect(let next, let keepsBody):
+                // The same request a third time is a loop, whatever the hop limit.
+                let key = next.method.rawValue + " " + (next.url?.absoluteString ?? "")
+                visited[key, default: 0] += 1
+                if visited[key, default: 0] > 2 {
+                    throw FerryError(
+                        .redirectFailed,
+                        "Redirect loop: \(next.url?.absoluteString ?? "the same URL") was redirected to again and again."
+                    )
+                }
                 redirects += 1
                 request = next
                 if !keepsBody { body = nil }
@@ -234,7 +244,8 @@ final class Transfer: Sendable {
             for: request,
             response: response,
             bodyIsReplayable: body?.isReplayable ?? true,
-            hasBody: body != nil
+            hasBody: body != nil,
+            allowsInsecure: configuration.allowsInsecureRedirects
         )
         switch plan {
         case .notARedirect:

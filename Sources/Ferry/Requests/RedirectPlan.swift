@@ -28,7 +28,8 @@ enum RedirectPlan: Equatable {
         for request: URLRequest,
         response: HTTPResponse,
         bodyIsReplayable: Bool,
-        hasBody: Bool
+        hasBody: Bool,
+        allowsInsecure: Bool = false
     ) -> RedirectPlan {
         guard redirectStatuses.contains(response.statusCode),
             let location = response.headers["Location"]?.trimmingWhitespace(), !location.isEmpty
@@ -42,6 +43,15 @@ enum RedirectPlan: Equatable {
                 FerryError(
                     .redirectFailed,
                     "The server redirected to '\(location)', which is not an http(s) URL.",
+                    response: response
+                )
+            )
+        }
+        if base.scheme?.lowercased() == "https", scheme == "http", !allowsInsecure {
+            return .fail(
+                FerryError(
+                    .redirectFailed,
+                    "The server redirected from https to '\(target.absoluteString)', which is not encrypted; set allowsInsecureRedirects to follow it.",
                     response: response
                 )
             )

@@ -50,6 +50,11 @@ public struct SessionConfiguration: Sendable {
     /// Most redirects one task follows before it fails. Default 20.
     public var maximumRedirects: Int = 20
 
+    /// Whether a redirect from `https` to plain `http` is followed. Off by default: it would
+    /// send the rest of the exchange unencrypted, so it fails with
+    /// ``FerryError/Reason/redirectFailed``.
+    public var allowsInsecureRedirects = false
+
     /// Largest body a data or upload task keeps in memory; a larger one fails the task with
     /// ``FerryError/Reason/bodyTooLarge(limit:)``. Use a download task for large bodies.
     /// Default 64 MiB.
