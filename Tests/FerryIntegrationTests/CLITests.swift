@@ -24,7 +24,7 @@ struct CLITests {
                 ["get", server.url("/bytes/2000000?seed=6").absoluteString, "-o", output.path]
             )
             #expect(toFile.status == 0, "\(toFile.stderrText)")
-            #expect(try sha256(of: output) == TestContent.sha256(size: 2_000_000, seed: 6))
+            #expect(try await sha256(of: output) == TestContent.sha256(size: 2_000_000, seed: 6))
             let toStdout = try await ProcessRunner.run(
                 ferry,
                 ["get", "--quiet", server.url("/bytes/70000?seed=2").absoluteString]
@@ -342,7 +342,10 @@ struct CLIInterruptTests {
             server.setVersion("big", size: size, seed: 1)
             let third = try await ProcessRunner.run(ferry, ["get", "-c", "-o", output.path, url])
             #expect(third.status == 0, "\(third.stderrText)")
-            #expect(try sha256(of: output) == TestContent.sha256(size: size, seed: 1), "the output mixes two versions")
+            #expect(
+                try await sha256(of: output) == TestContent.sha256(size: size, seed: 1),
+                "the output mixes two versions"
+            )
         }
     }
 }

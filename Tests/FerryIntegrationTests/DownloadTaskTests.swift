@@ -21,7 +21,7 @@ struct DownloadTaskTests {
             #expect(task.state == .completed)
             #expect(task.error == nil)
             #expect(task.fileURL == target)
-            #expect(try sha256(of: target) == TestContent.sha256(size: 5_000_000, seed: 9))
+            #expect(try await sha256(of: target) == TestContent.sha256(size: 5_000_000, seed: 9))
             #expect(files(in: session.configuration.downloadsDirectory).isEmpty)
             // Order: resumed, response, progress..., finished, moved, completed (once, last).
             let order = names.map(\.name)

@@ -45,7 +45,16 @@ func files(in directory: URL) -> [String] {
     ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).sorted()
 }
 
-func sha256(of file: URL) throws -> String {
+/// The SHA-256 of a (large) file, computed on a thread of its own: hashing a gibibyte on
+/// the cooperative pool (two threads here) would starve the in-process test servers of the
+/// tests running beside it.
+func sha256(of file: URL) async throws -> String {
+    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<String, any Error>) in
+        Thread { continuation.resume(with: Result { try sha256Blocking(of: file) }) }.start()
+    }
+}
+
+func sha256Blocking(of file: URL) throws -> String {
     let handle = try FileHandle(forReadingFrom: file)
     defer { try? handle.close() }
     var hasher = SHA256()

@@ -47,7 +47,7 @@ struct LifecycleTests {
             task.resume()
             let seen = await collector.value
             #expect(task.error == nil)
-            #expect(try sha256(of: target) == TestContent.sha256(size: size, seed: 5))
+            #expect(try await sha256(of: target) == TestContent.sha256(size: size, seed: 5))
             let names = seen.map(\.name)
             let suspendIndex = try #require(names.firstIndex(of: "suspended"))
             #expect(names[(suspendIndex + 1)...].first { $0 != "wroteData" } == "resumed")

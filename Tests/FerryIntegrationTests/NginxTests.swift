@@ -129,7 +129,7 @@ struct NginxTests {
         #expect(result.status == 0, "\(result.stderrText)")
         let attributes = try FileManager.default.attributesOfItem(atPath: output.path)
         #expect((attributes[.size] as? NSNumber)?.int64Value == 1 << 30)
-        #expect(try sha256(of: output) == sha256(of: source))
+        #expect(try await sha256(of: output) == sha256(of: source))
         // A real sample (a process of this size is never under 1 MiB), and under 64 MiB.
         #expect(result.maxResidentKiB > 1024, "the peak RSS was not measured")
         #expect(result.maxResidentKiB < 64 * 1024, "peak RSS \(result.maxResidentKiB) KiB")

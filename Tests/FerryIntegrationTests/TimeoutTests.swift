@@ -40,7 +40,7 @@ struct TimeoutTests {
 
     @Test func steadyTrickleIsNotIdle() async throws {
         try await withServer { server in
-            let session = try makeSession { $0.timeoutIntervalForRequest = 1.0 }
+            let session = try makeSession { $0.timeoutIntervalForRequest = 2.0 }
             let (data, _) = try await session.data(from: server.url("/bytes/600?drip=100&interval=100"))
             #expect(data == TestContent.data(size: 600))
         }
@@ -67,10 +67,11 @@ struct QueueTimeoutTests {
         try await withServer { server in
             let session = try makeSession {
                 $0.httpMaximumConnectionsPerHost = 1
-                $0.timeoutIntervalForRequest = 0.8
+                $0.timeoutIntervalForRequest = 2
             }
-            // The first task holds the only slot for about two seconds, moving bytes steadily.
-            let first = session.dataTask(with: server.url("/bytes/2000?drip=100&interval=100"))
+            // The first task holds the only slot for about four seconds, moving bytes steadily
+            // (every 100 ms: twenty times inside the idle timeout, so load cannot fake idleness).
+            let first = session.dataTask(with: server.url("/bytes/4000?drip=100&interval=100"))
             let second = session.dataTask(with: server.url("/bytes/10"))
             let firstEvents = first.events
             let secondEvents = second.events

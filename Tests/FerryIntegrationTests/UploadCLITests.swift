@@ -19,7 +19,7 @@ struct UploadCLITests {
                 ["if=/dev/urandom", "of=\(big.path)", "bs=1M", "count=1024", "status=none"]
             )
             try #require(made.status == 0, "\(made.stderrText)")
-            let expected = try sha256(of: big)
+            let expected = try await sha256(of: big)
             let result = try await ProcessRunner.run(
                 ferry,
                 [
