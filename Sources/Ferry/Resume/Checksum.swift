@@ -1,5 +1,5 @@
 import Crypto
-public import Foundation
+import Foundation
 
 /// A digest a download must have, checked on the complete file (also after resumes) before
 /// it reaches its destination. A mismatch fails the task with
