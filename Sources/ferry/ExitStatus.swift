@@ -1,5 +1,6 @@
 import ArgumentParser
 import Ferry
+import Foundation
 
 /// The exit status for each kind of failure, curl's numbers where curl has one.
 enum ExitStatus {
@@ -20,5 +21,13 @@ enum ExitStatus {
             .serializationFailed:
             1
         }
+    }
+
+    /// Says what went wrong in one line on standard error (unless JSON events carry it) and
+    /// exits with the status for it.
+    static func exit(with error: any Error, json: Bool = false) -> Never {
+        let error = error as? FerryError ?? FerryError(.network, "The transfer failed.", underlying: error)
+        if !json { FileHandle.standardError.write(Data("ferry: \(error.description)\n".utf8)) }
+        Foundation.exit(code(for: error))
     }
 }

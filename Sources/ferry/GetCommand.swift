@@ -91,26 +91,16 @@ struct GetCommand: AsyncParsableCommand {
         if json && output == nil && !remoteName {
             throw ValidationError("--json prints events on standard output; name a file with -o or -O.")
         }
-        for header in headers where Self.parseHeader(header) == nil {
-            throw ValidationError("'\(header)' is not a header: use 'Name: value'.")
-        }
+        if let problem = CommandRequest.headerProblem(in: headers) { throw ValidationError(problem) }
     }
 
     func run() async throws {
         // A write past a file-size limit is an error to report, not a reason to die.
         signal(SIGXFSZ, SIG_IGN)
-        guard let target = URL(string: url), let scheme = target.scheme?.lowercased(),
-            scheme == "http" || scheme == "https", target.host?.isEmpty == false
+        guard let request = CommandRequest.make(url: url, method: .get, headers: headers, user: user),
+            let target = request.url
         else {
             fail(FerryError(.invalidURL, "'\(url)' is not an http or https URL."))
-        }
-        var request = URLRequest(url: target)
-        for header in headers {
-            if let (name, value) = Self.parseHeader(header) { request.addValue(value, forHTTPHeaderField: name) }
-        }
-        if let user {
-            let (name, password) = BasicAuthentication.parseUserPassword(user)
-            request.setBasicAuthorization(username: name, password: password)
         }
         // The partial file lives beside the output (hidden), so delivering it is a rename on
         // one file system: atomic, and no copy.
@@ -238,18 +228,7 @@ struct GetCommand: AsyncParsableCommand {
         }
     }
 
-    private func fail(_ error: FerryError) -> Never {
-        if !json { FileHandle.standardError.write(Data("ferry: \(error.description)\n".utf8)) }
-        Foundation.exit(ExitStatus.code(for: error))
-    }
-
-    static func parseHeader(_ header: String) -> (String, String)? {
-        guard let colon = header.firstIndex(of: ":") else { return nil }
-        let name = header[..<colon].trimmingCharacters(in: .whitespaces)
-        let value = header[header.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-        guard !name.isEmpty, !name.contains(" "), !header.contains("\r"), !header.contains("\n") else { return nil }
-        return (name, value)
-    }
+    private func fail(_ error: FerryError) -> Never { ExitStatus.exit(with: error, json: json) }
 
     /// Runs `handler` on SIGINT instead of dying, so the transfer can stop cleanly.
     static func onInterrupt(_ handler: @escaping @Sendable () -> Void) -> any DispatchSourceSignal {

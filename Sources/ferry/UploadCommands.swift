@@ -33,27 +33,14 @@ struct TransferOptions: ParsableArguments {
     var json = false
 
     func validate() throws {
-        for header in headers where GetCommand.parseHeader(header) == nil {
-            throw ValidationError("'\(header)' is not a header: use 'Name: value'.")
-        }
+        if let problem = CommandRequest.headerProblem(in: headers) { throw ValidationError(problem) }
         if json && output == nil {
             throw ValidationError("--json prints events on standard output; write the response body with -o.")
         }
     }
 
     func request(_ url: String, method: String) -> URLRequest? {
-        guard let target = URL(string: url), let scheme = target.scheme?.lowercased(),
-            scheme == "http" || scheme == "https", target.host?.isEmpty == false
-        else { return nil }
-        var request = URLRequest(url: target, method: HTTPMethod(rawValue: method))
-        for header in headers {
-            if let (name, value) = GetCommand.parseHeader(header) { request.addValue(value, forHTTPHeaderField: name) }
-        }
-        if let user {
-            let (name, password) = BasicAuthentication.parseUserPassword(user)
-            request.setBasicAuthorization(username: name, password: password)
-        }
-        return request
+        CommandRequest.make(url: url, method: HTTPMethod(rawValue: method), headers: headers, user: user)
     }
 }
 
@@ -64,7 +51,7 @@ enum UploadRunner {
         do {
             session = try Session(configuration: .default)
         } catch {
-            exit(with: error)
+            ExitStatus.exit(with: error)
         }
         let task = makeTask(session)
         let events = task.events
@@ -88,19 +75,22 @@ enum UploadRunner {
         if showProgress { progress.finish() }
         interrupt.cancel()
         session.finishTasksAndInvalidate()
-        if let error = task.error { exit(with: error, json: options.json) }
+        if let error = task.error { ExitStatus.exit(with: error, json: options.json) }
         let body = task.receivedData ?? Data()
         if let output = options.output {
             do {
                 try body.write(to: URL(fileURLWithPath: output), options: .atomic)
             } catch {
-                exit(with: FerryError(.fileSystem, "Cannot write '\(output)'.", underlying: error), json: options.json)
+                ExitStatus.exit(
+                    with: FerryError(.fileSystem, "Cannot write '\(output)'.", underlying: error),
+                    json: options.json
+                )
             }
         } else {
             FileHandle.standardOutput.write(body)
         }
         if let response = task.response, !response.isSuccess {
-            exit(
+            ExitStatus.exit(
                 with: FerryError(
                     .unacceptableStatusCode(response.statusCode),
                     "\(response.url.absoluteString): HTTP \(response.statusCode) \(response.reasonPhrase)"
@@ -109,12 +99,6 @@ enum UploadRunner {
             )
         }
         Foundation.exit(0)
-    }
-
-    static func exit(with error: any Error, json: Bool = false) -> Never {
-        let error = error as? FerryError ?? FerryError(.network, "The upload failed.", underlying: error)
-        if !json { FileHandle.standardError.write(Data("ferry: \(error.description)\n".utf8)) }
-        Foundation.exit(ExitStatus.code(for: error))
     }
 }
 
@@ -160,13 +144,13 @@ struct UploadCommand: AsyncParsableCommand {
 
     func run() async throws {
         guard let request = options.request(url, method: method) else {
-            UploadRunner.exit(with: FerryError(.invalidURL, "'\(url)' is not an http or https URL."))
+            ExitStatus.exit(with: FerryError(.invalidURL, "'\(url)' is not an http or https URL."))
         }
         var multipart = MultipartFormData()
         do {
             for part in form { try FormArgument(parsing: part).add(to: &multipart) }
         } catch {
-            UploadRunner.exit(with: error)
+            ExitStatus.exit(with: error)
         }
         let body = multipart
         await UploadRunner.run({ $0.uploadTask(with: request, multipartFormData: body) }, options: options)
@@ -201,7 +185,7 @@ struct PutCommand: AsyncParsableCommand {
 
     func run() async throws {
         guard var request = options.request(url, method: method) else {
-            UploadRunner.exit(with: FerryError(.invalidURL, "'\(url)' is not an http or https URL."))
+            ExitStatus.exit(with: FerryError(.invalidURL, "'\(url)' is not an http or https URL."))
         }
         if request.value(forHTTPHeaderField: "Content-Type") == nil {
             request.setValue(Session.mimeType(forFileNamed: file), forHTTPHeaderField: "Content-Type")

@@ -33,13 +33,10 @@ struct DownloadTaskTests {
             let moved = try #require(order.firstIndex(of: "movedDownload"))
             #expect(response < finished && finished < moved)
             #expect(order[response..<finished].allSatisfy { $0 == "wroteData" || $0 == "response" })
-            var last: Int64 = 0
-            for case .wroteData(let written, let total, let expected) in names {
-                #expect(total == last + written)
-                #expect(expected == 5_000_000)
-                last = total
-            }
-            #expect(last == 5_000_000)
+            expectExactProgress(
+                names.compactMap { if case .wroteData(let a, let b, let c) = $0 { (a, b, c) } else { nil } },
+                endsAt: 5_000_000
+            )
             #expect(task.downloadProgress == TransferProgress(completedBytes: 5_000_000, totalBytes: 5_000_000))
         }
     }

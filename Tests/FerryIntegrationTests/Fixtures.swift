@@ -125,3 +125,28 @@ func storedResumeData(in directory: URL) throws -> ResumeData? {
     let inner = try #require((object as? [String: Any])?["resumeData"])
     return try ResumeData(decoding: JSONSerialization.data(withJSONObject: inner))
 }
+
+/// Writes `mebibytes` MiB of random bytes to `url` (with dd, off the cooperative pool).
+func makeRandomFile(_ url: URL, mebibytes: Int) async throws {
+    let made = try await ProcessRunner.run(
+        "/bin/dd",
+        ["if=/dev/urandom", "of=\(url.path)", "bs=1M", "count=\(mebibytes)", "status=none"]
+    )
+    try #require(made.status == 0, "dd failed: \(made.stderrText)")
+}
+
+/// Checks progress events: each total is the previous plus its increment, every event names
+/// `expected`, and the last ends exactly at `expected`.
+func expectExactProgress(
+    _ steps: [(increment: Int64, total: Int64, expected: Int64?)],
+    endsAt expected: Int64,
+    sourceLocation: SourceLocation = #_sourceLocation
+) {
+    var last: Int64 = 0
+    for step in steps {
+        #expect(step.total == last + step.increment, sourceLocation: sourceLocation)
+        #expect(step.expected == expected, sourceLocation: sourceLocation)
+        last = step.total
+    }
+    #expect(last == expected, sourceLocation: sourceLocation)
+}

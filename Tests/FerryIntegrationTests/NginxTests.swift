@@ -114,11 +114,7 @@ struct NginxTests {
             try? FileManager.default.removeItem(at: output.deletingLastPathComponent())
         }
         let source = root.appendingPathComponent("big.bin")
-        let made = try await ProcessRunner.run(
-            "/bin/dd",
-            ["if=/dev/urandom", "of=\(source.path)", "bs=1M", "count=1024", "status=none"]
-        )
-        try #require(made.status == 0, "dd failed: \(made.stderrText)")
+        try await makeRandomFile(source, mebibytes: 1024)
         let nginx = try await Nginx(serving: root)
         defer { nginx.stop() }
 

@@ -14,11 +14,7 @@ struct UploadCLITests {
             let scratch = try makeTemporaryDirectory("upload-1g")
             defer { try? FileManager.default.removeItem(at: scratch) }
             let big = scratch.appendingPathComponent("big.bin")
-            let made = try await ProcessRunner.run(
-                "/bin/dd",
-                ["if=/dev/urandom", "of=\(big.path)", "bs=1M", "count=1024", "status=none"]
-            )
-            try #require(made.status == 0, "\(made.stderrText)")
+            try await makeRandomFile(big, mebibytes: 1024)
             let expected = try await sha256(of: big)
             let result = try await ProcessRunner.run(
                 ferry,

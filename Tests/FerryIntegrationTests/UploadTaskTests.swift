@@ -24,13 +24,10 @@ struct UploadTaskTests {
             #expect(sink.bytes == 3_000_000)
             #expect(sink.sha256 == TestContent.sha256(size: 3_000_000, seed: 1))
             #expect(!sink.chunked)
-            var last: Int64 = 0
-            for case .sentBodyData(let sent, let total, let expected) in seen {
-                #expect(total == last + sent)
-                #expect(expected == 3_000_000)
-                last = total
-            }
-            #expect(last == 3_000_000)
+            expectExactProgress(
+                seen.compactMap { if case .sentBodyData(let a, let b, let c) = $0 { (a, b, c) } else { nil } },
+                endsAt: 3_000_000
+            )
             #expect(task.uploadProgress == TransferProgress(completedBytes: 3_000_000, totalBytes: 3_000_000))
         }
     }

@@ -82,7 +82,7 @@ enum RedirectPlan: Equatable {
                 )
             )
         }
-        if !Origin(base).isSame(as: Origin(target)) {
+        if Origin(base) != Origin(target) {
             for name in credentialHeaders { next.setValue(nil, forHTTPHeaderField: name) }
         }
         return .follow(next, keepsBody: keepsBody)
@@ -100,8 +100,6 @@ struct Origin: Hashable, Sendable, CustomStringConvertible {
         host = url.host?.lowercased() ?? ""
         port = url.port ?? (scheme == "https" ? 443 : 80)
     }
-
-    func isSame(as other: Origin) -> Bool { self == other }
 
     var description: String { "\(scheme)://\(host):\(port)" }
 }
