@@ -65,6 +65,27 @@ let package = Package(
             ],
             swiftSettings: strictSwift6
         ),
+        // In-process clients for Benchmarks/run: Ferry and the peers it is measured against.
+        .executableTarget(
+            name: "bench-ferry",
+            dependencies: ["Ferry"],
+            path: "Benchmarks/Sources/bench-ferry",
+            swiftSettings: strictSwift6
+        ),
+        .executableTarget(
+            name: "bench-ahc",
+            dependencies: [
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "_NIOFileSystem", package: "swift-nio"),
+            ],
+            path: "Benchmarks/Sources/bench-ahc",
+            swiftSettings: strictSwift6
+        ),
+        .executableTarget(
+            name: "bench-urlsession",
+            path: "Benchmarks/Sources/bench-urlsession",
+            swiftSettings: strictSwift6
+        ),
         .testTarget(
             name: "FerryTests",
             dependencies: ["Ferry"],

@@ -1,12 +1,24 @@
 """Ferry's benchmark driver, run by Benchmarks/run after it has installed the tools and built
-ferry and ferry-testserver in release mode. Whole-process measurements (GNU time: wall, CPU,
-peak RSS), medians of RUNS runs with min and max, every output checked byte for byte.
+ferry, ferry-testserver and the in-process clients (bench-ferry, bench-ahc,
+bench-urlsession) in release mode. Every measurement is of a whole process under GNU time
+(wall, CPU = user + system, peak RSS); medians of RUNS runs with min and max; every output is
+checked byte for byte. TMPDIR points into the tmpfs work directory, so that clients which
+download into a temporary file first (URLSession, Ferry without a destination) do not pay
+for a copy across file systems.
 
-Scenarios (more of the benchmark issue's list will join):
-  download  1 GiB from nginx on loopback into tmpfs: ferry get vs curl, wget, aria2c (1 and 4)
-  upload    the same file as a multipart part to ferry-testserver's sink: ferry upload vs curl -F
-  resume    a ferry get killed (kill -9) at 50 %, then ferry get -c: bytes fetched twice
-            (from nginx's log) and time from start to the first resumed byte
+Scenarios (the benchmark issue's numbering):
+  1 download  1 GiB from nginx into tmpfs. CLI: ferry get vs curl, wget, aria2c (1 and 4
+              connections). Library: bench-ferry vs raw AsyncHTTPClient vs URLSession (curl
+              beside them as the reference the target names).
+  2 gets      10,000 sequential GETs of a 1 KiB file on one keep-alive connection; the rate is
+              timed inside each client, around the loop only.
+  3 many      1,000 files of 1 MiB from one host, 6 connections: bench-ferry vs
+              aria2c -j6 -i list vs URLSession (httpMaximumConnectionsPerHost = 6); nginx's log
+              counts the connections each one opened.
+  4 upload    the 1 GiB file as a multipart part to ferry-testserver's sink: ferry upload vs
+              curl -F (CLI).
+  5 resume    ferry get killed (kill -9) at 50 %, then ferry get -c: bytes fetched twice (from
+              nginx's log) and time from start to the first resumed byte.
 """
 import hashlib
 import json
@@ -19,10 +31,17 @@ import subprocess
 import sys
 import time
 
-ferry, testserver, work, size_mib, runs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+bin_dir, work, size_mib, runs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+ferry, testserver = os.path.join(bin_dir, "ferry"), os.path.join(bin_dir, "ferry-testserver")
+bench = {name: os.path.join(bin_dir, f"bench-{name}") for name in ("ferry", "ahc", "urlsession")}
 size = size_mib * 1024 * 1024
 source = os.path.join(work, "root", "file.bin")
 out = os.path.join(work, "out")
+log = os.path.join(work, "access.log")
+os.environ["TMPDIR"] = os.path.join(work, "tmp")
+gets_count = 10_000
+many_count = 1_000
+targets = []  # (scenario, target, measured, met)
 
 
 def free_port():
@@ -59,7 +78,7 @@ def timed(command):
     return float(wall), float(user) + float(sys_), int(rss) / 1024, result.stdout
 
 
-def nginx(log):
+def nginx():
     port = free_port()
     conf = os.path.join(work, "nginx.conf")
     user = "user root;" if os.geteuid() == 0 else ""
@@ -67,8 +86,9 @@ def nginx(log):
     with open(conf, "w") as f:
         f.write(f"""daemon on; worker_processes 1; {user}
 error_log {work}/error.log; pid {work}/nginx.pid;
-events {{ worker_connections 64; }}
-http {{ log_format sent '$body_bytes_sent'; access_log {log} sent; sendfile on;
+events {{ worker_connections 256; }}
+http {{ log_format sent '$connection $body_bytes_sent'; access_log {log} sent; sendfile on;
+  keepalive_requests 1000000;
   client_body_temp_path {tmp}; proxy_temp_path {tmp}; fastcgi_temp_path {tmp}; uwsgi_temp_path {tmp}; scgi_temp_path {tmp};
   server {{ listen 127.0.0.1:{port}; root {work}/root; }} }}""")
     subprocess.run(["/usr/sbin/nginx", "-p", work, "-c", conf, "-e", f"{work}/error.log"], check=True)
@@ -76,62 +96,175 @@ http {{ log_format sent '$body_bytes_sent'; access_log {log} sent; sendfile on;
     return port
 
 
-def stop_nginx():
-    subprocess.run(["/usr/sbin/nginx", "-p", work, "-c", os.path.join(work, "nginx.conf"), "-s", "stop"], capture_output=True)
+def nginx_signal(name):
+    subprocess.run(["/usr/sbin/nginx", "-p", work, "-c", os.path.join(work, "nginx.conf"), "-s", name], capture_output=True)
     time.sleep(0.3)
 
 
-def table(title, explanation, rows, reference="ferry"):
+def fresh_log():
+    open(log, "w").close()
+    nginx_signal("reopen")
+
+
+def logged():
+    """(connection, bytes sent) for each request nginx logged since fresh_log()."""
+    time.sleep(0.2)
+    return [tuple(int(v) for v in line.split()) for line in open(log) if line.strip()]
+
+
+def span(values, digits=2):
+    return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}–{max(values):.{digits}f})"
+
+
+def table(title, explanation, rows, reference):
     print(f"\n## {title}\n\n{explanation}\n")
-    print("| tool | wall s | CPU s | peak RSS MiB | Ferry wall ÷ tool wall |")
+    print("| client | wall s | CPU s | peak RSS MiB | Ferry wall ÷ client wall |")
     print("|---|---|---|---|---|")
     ferry_wall = statistics.median(r[0] for r in rows[reference])
     for name, values in rows.items():
-        cols = []
-        for i in range(3):
-            column = [v[i] for v in values]
-            cols.append(f"{statistics.median(column):.2f} ({min(column):.2f}–{max(column):.2f})")
+        cols = [span([v[i] for v in values]) for i in range(3)]
         ratio = "—" if name == reference else f"{ferry_wall / statistics.median(v[0] for v in values):.2f}"
         print(f"| {name} | {' | '.join(cols)} | {ratio} |")
+
+
+def median_of(rows, name, index):
+    return statistics.median(v[index] for v in rows[name])
+
+
+def clear(directory):
+    for name in os.listdir(directory):
+        path = os.path.join(directory, name)
+        if os.path.isdir(path):
+            clear(path)
+            os.rmdir(path)
+        else:
+            os.remove(path)
 
 
 expected = sha256(source)
 cpu = subprocess.run("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2", shell=True, capture_output=True, text=True).stdout.strip()
 print(f"# Benchmarks\n\nMade by `Benchmarks/run` on {os.cpu_count()} cores, {cpu}, {platform.system()} {platform.release()}; "
-      f"{size_mib} MiB file in tmpfs; medians of {runs} runs (min–max); whole-process measurements (GNU time).")
+      f"{size_mib} MiB file in tmpfs; medians of {runs} runs (min–max). Every number is of a whole process under "
+      f"GNU time: \"CLI\" rows run the `ferry` command, \"library\" rows run a small executable per client "
+      f"(`Benchmarks/Sources/bench-*`) that does the job in-process.")
 
-# Download
-log = os.path.join(work, "access.log")
-port = nginx(log)
+port = nginx()
 url = f"http://127.0.0.1:{port}/file.bin"
 target = os.path.join(out, "f")
-commands = {
-    "ferry": [ferry, "get", "--quiet", "-o", target, url],
+
+# 1. Download
+cli = {
+    "ferry get (CLI)": [ferry, "get", "--quiet", "-o", target, url],
     "curl": ["curl", "-s", "-o", target, url],
     "wget": ["wget", "-q", "-O", target, url],
     "aria2c -x1": ["aria2c", "-q", "-x1", "-s1", "--allow-overwrite=true", "--file-allocation=none", "-d", out, "-o", "f", url],
     "aria2c -x4": ["aria2c", "-q", "-x4", "-s4", "--allow-overwrite=true", "--file-allocation=none", "-d", out, "-o", "f", url],
 }
-rows = {name: [] for name in commands}
+library = {
+    "Ferry (library)": [bench["ferry"], "download", url, target],
+    "raw AsyncHTTPClient": [bench["ahc"], "download", url, target],
+    "URLSession": [bench["urlsession"], "download", url, target],
+}
+rows = {name: [] for name in list(cli) + list(library)}
 for _ in range(runs):
-    for name, command in commands.items():
-        if os.path.exists(target):
-            os.remove(target)
+    for name, command in {**cli, **library}.items():
+        clear(out)
         wall, cpu_s, rss, _ = timed(command)
         if sha256(target) != expected:
             raise SystemExit(f"{name} produced a different file")
         rows[name].append((wall, cpu_s, rss))
-table("Download", f"{size_mib} MiB from nginx on loopback into tmpfs (`ferry get -o`, CLI).", rows)
+table("1. Download, CLI", f"{size_mib} MiB from nginx on loopback into tmpfs, whole commands.",
+      {name: rows[name] for name in cli}, "ferry get (CLI)")
+table("1. Download, library", f"The same file through each library in-process: Ferry's `Session.download(from:to:)`, "
+      "AsyncHTTPClient's `execute` with a loop writing through NIOFileSystem, URLSession's `download(from:)` "
+      "then a move. curl is the reference the targets name.",
+      {name: rows[name] for name in list(library) + ["curl"]}, "Ferry (library)")
+curl_wall = median_of(rows, "curl", 0)
+for name, limit_ratio, limit_rss in (("Ferry (library)", 1.0, 32), ("ferry get (CLI)", 1.1, 40)):
+    ratio, rss = median_of(rows, name, 0) / curl_wall, median_of(rows, name, 2)
+    targets.append((f"1 GiB download, {name}", f"≤ {limit_ratio}× curl, ≤ {limit_rss} MiB",
+                    f"{ratio:.2f}× curl, {rss:.1f} MiB", ratio <= limit_ratio and rss <= limit_rss))
 
-# Resume: kill -9 at 50 %, then -c.
+# 2. Small GETs on one keep-alive connection.
+with open(os.path.join(work, "root", "small.bin"), "wb") as f:
+    f.write(os.urandom(1024))
+small = f"http://127.0.0.1:{port}/small.bin"
+clients = {"Ferry (library)": bench["ferry"], "raw AsyncHTTPClient": bench["ahc"], "URLSession": bench["urlsession"]}
+rates = {name: [] for name in clients}
+rows = {name: [] for name in clients}
+connections = {name: set() for name in clients}
+for _ in range(runs):
+    for name, binary in clients.items():
+        fresh_log()
+        wall, cpu_s, rss, reply = timed([binary, "gets", small, str(gets_count)])
+        rates[name].append(gets_count / json.loads(reply)["seconds"])
+        rows[name].append((wall, cpu_s, rss))
+        requests = logged()
+        if len(requests) != gets_count or any(sent != 1024 for _, sent in requests):
+            raise SystemExit(f"{name}: nginx logged {len(requests)} requests, not {gets_count} of 1 KiB")
+        connections[name].add(len({c for c, _ in requests}))
+print(f"\n## 2. Small GETs\n\n{gets_count:,} sequential GETs of a 1 KiB file, in-process (library); requests per second "
+      "timed inside each client around the loop; nginx's log checks every request and counts connections.\n")
+print("| client | requests/s | wall s | CPU s | peak RSS MiB | connections | Ferry rate ÷ client rate |")
+print("|---|---|---|---|---|---|---|")
+ferry_rate = statistics.median(rates["Ferry (library)"])
+for name in clients:
+    ratio = "—" if name == "Ferry (library)" else f"{ferry_rate / statistics.median(rates[name]):.2f}"
+    cols = [span([v[i] for v in rows[name]]) for i in range(3)]
+    print(f"| {name} | {span(rates[name], 0)} | {' | '.join(cols)} | {'/'.join(map(str, sorted(connections[name])))} | {ratio} |")
+ahc_ratio = ferry_rate / statistics.median(rates["raw AsyncHTTPClient"])
+urlsession_ratio = ferry_rate / statistics.median(rates["URLSession"])
+targets.append(("10,000 small GETs", "≥ 0.9× AsyncHTTPClient's rate, ≥ 2× URLSession's",
+                f"{ahc_ratio:.2f}× AsyncHTTPClient, {urlsession_ratio:.2f}× URLSession", ahc_ratio >= 0.9 and urlsession_ratio >= 2))
+
+# 3. Many files, six connections.
+many_dir = os.path.join(work, "root", "many")
+os.makedirs(many_dir, exist_ok=True)
+with open(os.path.join(many_dir, "0"), "wb") as f:
+    f.write(os.urandom(1 << 20))
+many_expected = sha256(os.path.join(many_dir, "0"))
+for i in range(1, many_count):
+    if not os.path.exists(os.path.join(many_dir, str(i))):
+        os.link(os.path.join(many_dir, "0"), os.path.join(many_dir, str(i)))
+urls = [f"http://127.0.0.1:{port}/many/{i}" for i in range(many_count)]
+plain_list, aria_list = os.path.join(work, "list"), os.path.join(work, "aria-list")
+with open(plain_list, "w") as f:
+    f.write("\n".join(urls) + "\n")
+with open(aria_list, "w") as f:
+    f.write("".join(f"{u}\n  out={i}\n" for i, u in enumerate(urls)))
+commands = {
+    "Ferry (library)": [bench["ferry"], "many", plain_list, out, "6"],
+    "aria2c -j6 -i list": ["aria2c", "-q", "-j6", "-x1", "-s1", "--allow-overwrite=true", "--file-allocation=none",
+                           "-d", out, "-i", aria_list],
+    "URLSession": [bench["urlsession"], "many", plain_list, out, "6"],
+    "raw AsyncHTTPClient": [bench["ahc"], "many", plain_list, out, "6"],
+}
+rows = {name: [] for name in commands}
+connections = {name: set() for name in commands}
+for _ in range(runs):
+    for name, command in commands.items():
+        clear(out)
+        fresh_log()
+        wall, cpu_s, rss, _ = timed(command)
+        names = os.listdir(out)
+        if len(names) != many_count or any(sha256(os.path.join(out, n)) != many_expected for n in names):
+            raise SystemExit(f"{name} did not produce {many_count} identical files")
+        rows[name].append((wall, cpu_s, rss))
+        connections[name].add(len({c for c, _ in logged()}))
+table("3. Many files", f"{many_count:,} files of 1 MiB from one host with 6 connections, into tmpfs. Connections opened "
+      "(from nginx's log): " + "; ".join(f"{n} {'/'.join(map(str, sorted(c)))}" for n, c in connections.items()) + ".",
+      rows, "Ferry (library)")
+ratio = median_of(rows, "Ferry (library)", 0) / median_of(rows, "aria2c -j6 -i list", 0)
+rss = median_of(rows, "Ferry (library)", 2)
+most = max(connections["Ferry (library)"])
+targets.append(("1,000 × 1 MiB, 6 connections", "≤ 1.0× aria2c -j6, ≤ 64 MiB, ≤ 6 connections",
+                f"{ratio:.2f}× aria2c, {rss:.1f} MiB, {most} connections", ratio <= 1.0 and rss <= 64 and most <= 6))
+
+# 5. Resume: kill -9 at 50 %, then -c.
 twice, first_byte = [], []
 for _ in range(runs):
-    for path in [target] + [os.path.join(out, n) for n in os.listdir(out)]:
-        if os.path.exists(path):
-            os.remove(path)
-    open(log, "w").close()
-    subprocess.run(["/usr/sbin/nginx", "-p", work, "-c", os.path.join(work, "nginx.conf"), "-s", "reopen"], capture_output=True)
-    time.sleep(0.2)
+    clear(out)
+    fresh_log()
     first = subprocess.Popen([ferry, "get", "--quiet", "-o", target, url])
     while first.poll() is None:
         partials = [n for n in os.listdir(out) if n.endswith(".partial")]
@@ -150,25 +283,26 @@ for _ in range(runs):
     second.wait()
     if second.returncode != 0 or sha256(target) != expected:
         raise SystemExit("the resumed download is not identical")
-    time.sleep(0.3)
-    sent = sum(int(line) for line in open(log) if line.strip())
+    sent = sum(s for _, s in logged())
     twice.append((sent - size) / (1024 * 1024))
     first_byte.append(seen_first * 1000)
-print(f"\n## Resume at 50 %\n\n`ferry get -o` killed with SIGKILL once half the file was on disk, then `ferry get -c`; "
+print(f"\n## 5. Resume at 50 %\n\n`ferry get -o` killed with SIGKILL once half the file was on disk, then `ferry get -c`; "
       f"bytes fetched twice from nginx's log of bytes sent; time from starting the second process to its first "
       f"progress event.\n")
 print("| measure | median (min–max) |\n|---|---|")
-print(f"| fetched twice, MiB | {statistics.median(twice):.1f} ({min(twice):.1f}–{max(twice):.1f}) |")
-print(f"| to first resumed byte, ms | {statistics.median(first_byte):.0f} ({min(first_byte):.0f}–{max(first_byte):.0f}) |")
-stop_nginx()
+print(f"| fetched twice, MiB | {span(twice, 1)} |")
+print(f"| to first resumed byte, ms | {span(first_byte, 0)} |")
+targets.append(("resume at 50 %", "≤ 8 MiB fetched twice", f"{statistics.median(twice):.1f} MiB (max {max(twice):.1f})",
+                statistics.median(twice) <= 8))
+nginx_signal("stop")
 
-# Upload to ferry-testserver's sink (its fast multipart scanner hashes the file part).
+# 4. Upload to ferry-testserver's sink (its fast multipart scanner hashes the file part).
 sink_port = free_port()
 server = subprocess.Popen([testserver, "--port", str(sink_port)], stdout=subprocess.DEVNULL)
 wait_for(sink_port)
 sink = f"http://127.0.0.1:{sink_port}/sink?parser=scan"
 commands = {
-    "ferry": [ferry, "upload", "--quiet", "-F", f"file=@{source}", sink],
+    "ferry upload (CLI)": [ferry, "upload", "--quiet", "-F", f"file=@{source}", sink],
     # Without "Expect:", curl waits a second for a 100 Continue the sink never sends.
     "curl -F": ["curl", "-s", "-H", "Expect:", "-F", f"file=@{source}", sink],
 }
@@ -181,5 +315,15 @@ for _ in range(runs):
             raise SystemExit(f"{name}: the sink read a different file part")
         rows[name].append((wall, cpu_s, rss))
 server.terminate()
-table("Multipart upload", f"The {size_mib} MiB file as a multipart part to ferry-testserver's sink, which hashes the "
-      "part (`ferry upload -F` vs `curl -F`, CLI).", rows)
+table("4. Multipart upload", f"The {size_mib} MiB file as a multipart part to ferry-testserver's sink, which hashes the "
+      "part (CLI).", rows, "ferry upload (CLI)")
+ratio = median_of(rows, "ferry upload (CLI)", 0) / median_of(rows, "curl -F", 0)
+rss = median_of(rows, "ferry upload (CLI)", 2)
+targets.append(("1 GiB multipart upload", "≤ 1.1× curl -F, ≤ 40 MiB", f"{ratio:.2f}× curl -F, {rss:.1f} MiB",
+                ratio <= 1.1 and rss <= 40))
+
+print("\n## Targets\n\nFrom the benchmark issue, medians of this run. Where a target is missed, the README's "
+      "Benchmarks section says why and what was tried.\n")
+print("| scenario | target | measured | met |\n|---|---|---|---|")
+for scenario, goal, measured, met in targets:
+    print(f"| {scenario} | {goal} | {measured} | {'yes' if met else '**no**'} |")

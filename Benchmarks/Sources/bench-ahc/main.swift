@@ -1,0 +1,109 @@
+// The benchmark's in-process client for raw AsyncHTTPClient, written the way its README
+// shows: `execute` and a loop over the body, files written with NIOFileSystem. The same
+// jobs as bench-ferry; run by Benchmarks/bench.py.
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOFileSystem
+
+@main
+struct BenchAHC {
+    static func main() async {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        var configuration = HTTPClient.Configuration()
+        if arguments.first == "many", arguments.count == 4 {
+            configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = Int(arguments[3]) ?? 6
+        }
+        let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+        var status: Int32 = 0
+        do {
+            switch (arguments.first, arguments.count) {
+            case ("download", 3): try await download(arguments[1], to: arguments[2], client: client)
+            case ("delegate", 3): try await delegateDownload(arguments[1], to: arguments[2], client: client)
+            case ("gets", 3): try await gets(arguments[1], count: Int(arguments[2]) ?? 0, client: client)
+            case ("many", 4): try await many(list: arguments[1], into: arguments[2], client: client)
+            default:
+                FileHandle.standardError.write(
+                    Data("usage: bench-ahc download URL FILE | gets URL COUNT | many LIST DIR N\n".utf8)
+                )
+                status = 64
+            }
+        } catch {
+            FileHandle.standardError.write(Data("bench-ahc: \(error)\n".utf8))
+            status = 1
+        }
+        try? await client.shutdown()
+        exit(status)
+    }
+
+    struct BadStatus: Error { let status: UInt }
+
+    static func download(_ source: String, to path: String, client: HTTPClient) async throws {
+        let response = try await client.execute(HTTPClientRequest(url: source), timeout: .seconds(600))
+        guard response.status == .ok else { throw BadStatus(status: response.status.code) }
+        try await FileSystem.shared.withFileHandle(
+            forWritingAt: FilePath(path),
+            options: .newFile(replaceExisting: true)
+        ) { handle in
+            var offset: Int64 = 0
+            for try await buffer in response.body {
+                try await handle.write(contentsOf: buffer, toAbsoluteOffset: offset)
+                offset += Int64(buffer.readableBytes)
+            }
+        }
+    }
+
+    static func gets(_ source: String, count: Int, client: HTTPClient) async throws {
+        let clock = ContinuousClock()
+        let started = clock.now
+        for _ in 0..<count {
+            let response = try await client.execute(HTTPClientRequest(url: source), timeout: .seconds(30))
+            let body = try await response.body.collect(upTo: 1 << 20)
+            guard response.status == .ok, body.readableBytes == 1024 else {
+                throw BadStatus(status: response.status.code)
+            }
+        }
+        let elapsed = clock.now - started
+        print("{\"seconds\": \(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)}")
+    }
+
+    static func many(list: String, into directory: String, client: HTTPClient) async throws {
+        let urls = try String(contentsOfFile: list, encoding: .utf8).split(separator: "\n").map(String.init)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, source) in urls.enumerated() {
+                group.addTask { try await download(source, to: "\(directory)/\(index)", client: client) }
+            }
+            try await group.waitForAll()
+        }
+    }
+}
+
+/// Experiment: AsyncHTTPClient's delegate API, writing on the event loop with pwrite.
+final class PwriteDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
+    typealias Response = Int64
+    let fd: Int32
+    var offset: Int64 = 0
+    init(fd: Int32) { self.fd = fd }
+    func didReceiveBodyPart(task: HTTPClient.Task<Int64>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+        buffer.withUnsafeReadableBytes { bytes in
+            var done = 0
+            while done < bytes.count {
+                let n = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+                if n <= 0 { break }
+                done += n
+            }
+        }
+        offset += Int64(buffer.readableBytes)
+        return task.eventLoop.makeSucceededVoidFuture()
+    }
+    func didFinishRequest(task: HTTPClient.Task<Int64>) throws -> Int64 { offset }
+}
+
+extension BenchAHC {
+    static func delegateDownload(_ source: String, to path: String, client: HTTPClient) async throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        defer { close(fd) }
+        let request = try HTTPClient.Request(url: source)
+        _ = try await client.execute(request: request, delegate: PwriteDelegate(fd: fd)).get()
+    }
+}
