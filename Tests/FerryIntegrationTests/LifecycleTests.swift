@@ -57,7 +57,9 @@ struct LifecycleTests {
     @Test func suspendedTaskDoesNotTimeOut() async throws {
         try await withServer { server in
             let session = try makeSession { $0.timeoutIntervalForRequest = 0.3 }
-            let task = session.dataTask(with: server.url("/bytes/2000000"))
+            // Far more than the event loop reads ahead (ResponseStream.readAhead), so that the
+            // task cannot finish before it is suspended.
+            let task = session.dataTask(with: server.url("/bytes/20000000"))
             let events = task.events
             task.resume()
             var iterator = events.makeAsyncIterator()
@@ -71,7 +73,7 @@ struct LifecycleTests {
             while let event = await iterator.next() {
                 if case .completed(let error) = event { #expect(error == nil) }
             }
-            #expect(task.receivedData == TestContent.data(size: 2_000_000))
+            #expect(task.receivedData == TestContent.data(size: 20_000_000))
         }
     }
 

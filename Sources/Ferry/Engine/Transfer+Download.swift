@@ -150,7 +150,7 @@ extension Transfer {
     /// One response: decide with the planner, then write (or refuse) its body.
     private func handle(
         _ head: HTTPResponse,
-        body: HTTPClientResponse.Body,
+        body: ResponseBody,
         plan: ResumePlanner.RequestPlan,
         planner: inout ResumePlanner,
         file: PartialFile,
@@ -382,7 +382,7 @@ struct BodyWriter {
         self.limit = limit
     }
 
-    mutating func write(_ body: HTTPClientResponse.Body, checkpoint: Checkpoint?) async throws {
+    mutating func write(_ body: ResponseBody, checkpoint: Checkpoint?) async throws {
         var throttle = ProgressThrottle()
         var lastCheckpoint = (bytes: position, time: ContinuousClock.now)
         var iterator = body.makeAsyncIterator()

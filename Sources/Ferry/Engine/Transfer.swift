@@ -117,7 +117,7 @@ final class Transfer: Sendable {
     func send<Result: Sendable>(
         _ request: URLRequest,
         body: RequestBody?,
-        consume: (HTTPClientResponse.Body, HTTPResponse) async throws -> Result
+        consume: (ResponseBody, HTTPResponse) async throws -> Result
     ) async throws -> Result {
         var request = request
         var body = body
@@ -133,16 +133,16 @@ final class Transfer: Sendable {
             origin.setQueued(true)
             let step: SendStep<Result> = try await engine.withSlot(for: Origin(url)) {
                 self.origin.setQueued(false)
-                let clientRequest = try makeClientRequest(currentRequest, body: currentBody)
                 origin.touch()
-                let response = try await engine.client.execute(clientRequest, deadline: .distantFuture)
+                let response = try await exchange(currentRequest, body: currentBody)
+                defer { response.body.abandon() }
                 origin.touch()
                 let head = HTTPResponse(
                     url: url,
-                    statusCode: Int(response.status.code),
-                    reasonPhrase: response.status.reasonPhrase,
-                    headers: HeaderFields(response.headers.map { (name: $0.name, value: $0.value) }),
-                    httpVersion: "HTTP/\(response.version.major).\(response.version.minor)"
+                    statusCode: Int(response.head.status.code),
+                    reasonPhrase: response.head.status.reasonPhrase,
+                    headers: HeaderFields(response.head.headers.map { (name: $0.name, value: $0.value) }),
+                    httpVersion: "HTTP/\(response.head.version.major).\(response.head.version.minor)"
                 )
                 if let retry = authenticated(currentRequest, after: head, home: home, answered: answeredChallenge) {
                     guard currentBody?.isReplayable ?? true else {
@@ -283,7 +283,7 @@ final class Transfer: Sendable {
 
     /// Reads a little of a body nobody wants, so its connection can be reused; a large one
     /// is abandoned (the connection is closed instead).
-    func drain(_ body: HTTPClientResponse.Body) async {
+    func drain(_ body: ResponseBody) async {
         var remaining = 64 * 1024
         do {
             for try await chunk in body {
@@ -293,14 +293,49 @@ final class Transfer: Sendable {
         } catch {}
     }
 
-    private func makeClientRequest(_ request: URLRequest, body: RequestBody?) throws -> HTTPClientRequest {
+    /// Sends one request and waits for its response head. A request without a body goes
+    /// through ``ResponseStream`` (the event loop reads ahead: the fast path downloads take);
+    /// a request with a body goes through AsyncHTTPClient's async API, which streams it from
+    /// ``CountingChunks``.
+    private func exchange(
+        _ request: URLRequest,
+        body: RequestBody?
+    ) async throws -> (head: HTTPResponseHead, body: ResponseBody) {
         guard let url = request.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
             url.host?.isEmpty == false
         else {
             throw FerryError(.invalidURL, "'\(request.url?.absoluteString ?? "")' is not an http(s) URL with a host.")
         }
+        let method = NIOHTTP1.HTTPMethod(rawValue: request.method.rawValue)
+        let headers = try headers(for: request)
+        guard let body else {
+            let task = origin
+            let stream = ResponseStream(onActivity: { task.touch() })
+            stream.start(
+                try HTTPClient.Request(url: url.absoluteString, method: method, headers: headers),
+                on: engine.client
+            )
+            do {
+                return (try await stream.head(), ResponseBody(stream))
+            } catch {
+                stream.abandon()
+                throw error
+            }
+        }
         var clientRequest = HTTPClientRequest(url: url.absoluteString)
-        clientRequest.method = NIOHTTP1.HTTPMethod(rawValue: request.method.rawValue)
+        clientRequest.method = method
+        clientRequest.headers = headers
+        let chunks = CountingChunks(base: body.chunks(), task: origin)
+        clientRequest.body = .stream(chunks, length: body.length.map { .known($0) } ?? .unknown)
+        let response = try await engine.client.execute(clientRequest, deadline: .distantFuture)
+        let head = HTTPResponseHead(version: response.version, status: response.status, headers: response.headers)
+        return (head, ResponseBody(response.body))
+    }
+
+    /// The request's header fields after the session's, without framing headers (the client
+    /// sets those from the body); CR, LF and NUL are refused.
+    private func headers(for request: URLRequest) throws -> HTTPHeaders {
+        var headers = HTTPHeaders()
         let own = request.allHTTPHeaderFields ?? [:]
         let ownNames = Set(own.keys.map { $0.lowercased() })
         var fields: [(String, String)] = configuration.httpAdditionalHeaders
@@ -314,13 +349,9 @@ final class Transfer: Sendable {
             guard Self.isValidHeader(name: name, value: value) else {
                 throw FerryError(.invalidRequest, "The header '\(name)' has a name or value with CR, LF or NUL.")
             }
-            clientRequest.headers.add(name: name, value: value)
+            headers.add(name: name, value: value)
         }
-        if let body {
-            let chunks = CountingChunks(base: body.chunks(), task: origin)
-            clientRequest.body = .stream(chunks, length: body.length.map { .known($0) } ?? .unknown)
-        }
-        return clientRequest
+        return headers
     }
 
     static func isValidHeader(name: String, value: String) -> Bool {
@@ -334,7 +365,7 @@ final class Transfer: Sendable {
 
     // MARK: Bodies in memory
 
-    private func consumeInMemory(_ body: HTTPClientResponse.Body, head: HTTPResponse) async throws -> TaskOutcome {
+    private func consumeInMemory(_ body: ResponseBody, head: HTTPResponse) async throws -> TaskOutcome {
         if let delegate = session.delegate {
             let session = self.session
             let task = self.origin
@@ -354,7 +385,7 @@ final class Transfer: Sendable {
         return try await collect(body, head: head)
     }
 
-    private func collect(_ body: HTTPClientResponse.Body, head: HTTPResponse) async throws -> TaskOutcome {
+    private func collect(_ body: ResponseBody, head: HTTPResponse) async throws -> TaskOutcome {
         let limit = configuration.maximumInMemoryBodySize
         let tooLarge = FerryError(
             .bodyTooLarge(limit: limit),
@@ -379,7 +410,7 @@ final class Transfer: Sendable {
     }
 
     /// The data task's body continues in a new download task (disposition `.becomeDownload`).
-    private func becomeDownload(_ body: HTTPClientResponse.Body, head: HTTPResponse) async throws -> TaskOutcome {
+    private func becomeDownload(_ body: ResponseBody, head: HTTPResponse) async throws -> TaskOutcome {
         guard let dataTask = origin as? DataTask else { return try await collect(body, head: head) }
         let download = try session.adoptDownload(from: dataTask, response: head)
         active.withLock { $0 = download }
@@ -418,7 +449,7 @@ final class Transfer: Sendable {
 
     /// The error for a status a download does not accept; the first 64 KiB of its body are
     /// kept in the error, never written to a file.
-    func statusError(_ head: HTTPResponse, body: HTTPClientResponse.Body) async -> FerryError {
+    func statusError(_ head: HTTPResponse, body: ResponseBody) async -> FerryError {
         let prefix = try? await body.collect(upTo: 64 * 1024)
         return FerryError(
             .unacceptableStatusCode(head.statusCode),
@@ -521,7 +552,6 @@ struct CountingChunks: AsyncSequence, Sendable {
         var base: ByteChunks.Iterator
         let task: SessionTask
         var throttle = ProgressThrottle()
-
         var started = false
 
         mutating func next() async throws -> ByteBuffer? {

@@ -1,0 +1,294 @@
+import AsyncHTTPClient
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Synchronization
+
+/// One request over AsyncHTTPClient's delegate API, handed to a Swift task as a response head
+/// and a body sequence that the event loop reads ahead into.
+///
+/// Why not `HTTPClient.execute(_:deadline:)`: the body of its async response stops reading
+/// after every buffer until the consuming task asks for the next one (a high watermark of
+/// one buffer), so a download ping-pongs between the event loop and the task every ~64 KiB
+/// and re-arms the socket each time. Here the event loop keeps reading into a bounded buffer
+/// (``readAhead``) while the task writes, and the task takes everything buffered at once: it
+/// is woken once per ``wakeBytes`` (or after ``wakeDelay`` for a slow trickle), not per
+/// buffer, and the loop stops reading only while the buffer is full.
+///
+/// Only for requests without a body (downloads, GETs): see `Transfer.exchange`.
+///
+/// Lifecycle: ``start(_:on:)`` once; then ``head()``; then ``body``, iterated once, or
+/// ``abandon()``, which closes the connection if the response is not complete. Always call
+/// ``abandon()`` when done with the stream: after a complete response it only lets go of
+/// buffers. Every method is thread-safe; the delegate callbacks arrive on the request's event
+/// loop and never block.
+final class ResponseStream: HTTPClientResponseDelegate, Sendable {
+    typealias Response = Void
+
+    /// Bytes the event loop reads ahead before it stops reading.
+    static let readAhead = 1 << 20
+    /// Bytes buffered before a waiting task is woken.
+    static let wakeBytes = 128 << 10
+    /// How long fewer than ``wakeBytes`` wait before a waiting task is woken anyway.
+    static let wakeDelay = TimeAmount.milliseconds(5)
+
+    private struct State: Sendable {
+        var task: HTTPClient.Task<Void>?
+        var head: HTTPResponseHead?
+        var headWaiter: CheckedContinuation<HTTPResponseHead, any Error>?
+        var parts = CircularBuffer<ByteBuffer>()
+        var bufferedBytes = 0
+        /// Set once the response ended: complete, or failed.
+        var end: Result<Void, any Error>?
+        var bodyWaiter: CheckedContinuation<CircularBuffer<ByteBuffer>, any Error>?
+        /// The event loop waits on it while the buffer is full.
+        var demand: EventLoopPromise<Void>?
+        var wakeTimer: Scheduled<Void>?
+        var abandoned = false
+
+        /// Everything buffered, for the task; the event loop may read again.
+        mutating func takeParts() -> (CircularBuffer<ByteBuffer>, EventLoopPromise<Void>?) {
+            let parts = self.parts
+            self.parts = []
+            bufferedBytes = 0
+            defer { demand = nil }
+            wakeTimer?.cancel()
+            wakeTimer = nil
+            return (parts, demand)
+        }
+    }
+
+    private let state = Mutex(State())
+    /// Called on the event loop whenever bytes arrive (the idle timeout's clock).
+    private let onActivity: @Sendable () -> Void
+
+    init(onActivity: @escaping @Sendable () -> Void) {
+        self.onActivity = onActivity
+    }
+
+    /// Sends `request`, which has no body.
+    func start(_ request: HTTPClient.Request, on client: HTTPClient) {
+        let task = client.execute(request: request, delegate: self, eventLoop: .indifferent, deadline: nil)
+        let cancel = state.withLock { state -> Bool in
+            state.task = task
+            return state.abandoned && state.end == nil
+        }
+        if cancel { task.cancel() }
+    }
+
+    /// Waits for the response head.
+    func head() async throws -> HTTPResponseHead {
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let ready = state.withLock { state -> Result<HTTPResponseHead, any Error>? in
+                    if let head = state.head { return .success(head) }
+                    if case .failure(let error) = state.end { return .failure(error) }
+                    if state.abandoned || state.end != nil { return .failure(CancellationError()) }
+                    state.headWaiter = continuation
+                    return nil
+                }
+                if let ready { continuation.resume(with: ready) }
+            }
+        } onCancel: {
+            abandon()
+        }
+    }
+
+    /// Everything buffered so far, waiting for bytes if there are none; empty at the end.
+    func take() async throws -> CircularBuffer<ByteBuffer> {
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let (ready, demand) = state.withLock {
+                    state -> (Result<CircularBuffer<ByteBuffer>, any Error>?, EventLoopPromise<Void>?) in
+                    if !state.parts.isEmpty {
+                        let (parts, demand) = state.takeParts()
+                        return (.success(parts), demand)
+                    }
+                    switch state.end {
+                    case .success: return (.success([]), nil)
+                    case .failure(let error): return (.failure(error), nil)
+                    case nil: break
+                    }
+                    if state.abandoned { return (.failure(CancellationError()), nil) }
+                    state.bodyWaiter = continuation
+                    return (nil, nil)
+                }
+                demand?.succeed()
+                if let ready { continuation.resume(with: ready) }
+            }
+        } onCancel: {
+            abandon()
+        }
+    }
+
+    /// Done with this response: closes its connection unless the response is complete, and
+    /// fails whoever still waits.
+    func abandon() {
+        let (task, headWaiter, bodyWaiter, demand) = state.withLock { state in
+            let cancel = !state.abandoned && state.end == nil
+            state.abandoned = true
+            let (_, demand) = state.takeParts()
+            defer {
+                state.headWaiter = nil
+                state.bodyWaiter = nil
+            }
+            return (cancel ? state.task : nil, state.headWaiter, state.bodyWaiter, demand)
+        }
+        demand?.succeed()
+        headWaiter?.resume(throwing: CancellationError())
+        bodyWaiter?.resume(throwing: CancellationError())
+        task?.cancel()
+    }
+
+    // MARK: HTTPClientResponseDelegate (on the event loop)
+
+    func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+        onActivity()
+        let waiter = state.withLock { state in
+            state.head = head
+            defer { state.headWaiter = nil }
+            return state.headWaiter
+        }
+        waiter?.resume(returning: head)
+        return task.eventLoop.makeSucceededVoidFuture()
+    }
+
+    func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+        onActivity()
+        let eventLoop = task.eventLoop
+        let (wake, wait) = state.withLock {
+            state -> (
+                (CheckedContinuation<CircularBuffer<ByteBuffer>, any Error>, CircularBuffer<ByteBuffer>)?,
+                EventLoopFuture<Void>?
+            ) in
+            if state.abandoned { return (nil, nil) }
+            state.parts.append(buffer)
+            state.bufferedBytes += buffer.readableBytes
+            if let waiter = state.bodyWaiter {
+                if state.bufferedBytes >= Self.wakeBytes {
+                    state.bodyWaiter = nil
+                    // Nobody waits on the loop while a task waits for bytes.
+                    return ((waiter, state.takeParts().0), nil)
+                }
+                if state.wakeTimer == nil {
+                    state.wakeTimer = eventLoop.scheduleTask(in: Self.wakeDelay) { self.wakeWaiter() }
+                }
+            }
+            guard state.bufferedBytes >= Self.readAhead else { return (nil, nil) }
+            let promise = state.demand ?? eventLoop.makePromise(of: Void.self)
+            state.demand = promise
+            return (nil, promise.futureResult)
+        }
+        if let (waiter, parts) = wake { waiter.resume(returning: parts) }
+        return wait ?? eventLoop.makeSucceededVoidFuture()
+    }
+
+    /// The wake timer fired: hand a waiting task whatever is buffered.
+    private func wakeWaiter() {
+        let wake = state.withLock {
+            state -> (CheckedContinuation<CircularBuffer<ByteBuffer>, any Error>, CircularBuffer<ByteBuffer>)? in
+            state.wakeTimer = nil
+            guard let waiter = state.bodyWaiter, !state.parts.isEmpty else { return nil }
+            state.bodyWaiter = nil
+            return (waiter, state.takeParts().0)
+        }
+        if let (waiter, parts) = wake { waiter.resume(returning: parts) }
+    }
+
+    func didFinishRequest(task: HTTPClient.Task<Void>) throws {
+        finish(.success(()))
+    }
+
+    func didReceiveError(task: HTTPClient.Task<Void>, _ error: any Error) {
+        finish(.failure(error))
+    }
+
+    /// The response ended: a waiting task gets the rest (bytes before an error come first).
+    private func finish(_ end: Result<Void, any Error>) {
+        let (headWaiter, bodyWaiter, demand) = state.withLock { state in
+            if state.end == nil { state.end = end }
+            var bodyWaiter:
+                (
+                    CheckedContinuation<CircularBuffer<ByteBuffer>, any Error>,
+                    Result<CircularBuffer<ByteBuffer>, any Error>
+                )?
+            var demand: EventLoopPromise<Void>?
+            if let waiter = state.bodyWaiter {
+                state.bodyWaiter = nil
+                let parts: CircularBuffer<ByteBuffer>
+                (parts, demand) = state.takeParts()
+                if parts.isEmpty, case .failure(let error) = end {
+                    bodyWaiter = (waiter, .failure(error))
+                } else {
+                    bodyWaiter = (waiter, .success(parts))
+                }
+            }
+            defer { state.headWaiter = nil }
+            return (state.headWaiter, bodyWaiter, demand)
+        }
+        demand?.succeed()
+        if let headWaiter {
+            switch end {
+            case .failure(let error): headWaiter.resume(throwing: error)
+            case .success:
+                headWaiter.resume(throwing: HTTPClientError.remoteConnectionClosed)
+            }
+        }
+        if let (waiter, result) = bodyWaiter { waiter.resume(with: result) }
+    }
+}
+
+/// A response body as the server sent it, in buffers: read ahead by a ``ResponseStream``, or
+/// AsyncHTTPClient's own body for requests that had one. The sequence ends when the response
+/// did, or throws its error. Iterate it once; call ``abandon()`` when done with it.
+struct ResponseBody: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+
+    private enum Source: Sendable {
+        case stream(ResponseStream)
+        case client(HTTPClientResponse.Body)
+    }
+
+    private let source: Source
+
+    init(_ stream: ResponseStream) { source = .stream(stream) }
+    init(_ body: HTTPClientResponse.Body) { source = .client(body) }
+
+    /// Stops reading: closes the connection unless the response is complete. (A client body
+    /// does so by itself when its iterator goes away.)
+    func abandon() {
+        if case .stream(let stream) = source { stream.abandon() }
+    }
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        private let stream: ResponseStream?
+        private var client: HTTPClientResponse.Body.AsyncIterator?
+        /// Buffers taken from the stream, not yet returned.
+        private var pending = CircularBuffer<ByteBuffer>()
+        private var ended = false
+
+        init(stream: ResponseStream?, client: HTTPClientResponse.Body?) {
+            self.stream = stream
+            self.client = client?.makeAsyncIterator()
+        }
+
+        mutating func next() async throws -> ByteBuffer? {
+            if client != nil { return try await client?.next() }
+            if let buffer = pending.popFirst() { return buffer }
+            guard !ended, let stream else { return nil }
+            pending = try await stream.take()
+            guard let buffer = pending.popFirst() else {
+                ended = true
+                return nil
+            }
+            return buffer
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator {
+        switch source {
+        case .stream(let stream): AsyncIterator(stream: stream, client: nil)
+        case .client(let body): AsyncIterator(stream: nil, client: body)
+        }
+    }
+}
