@@ -84,6 +84,19 @@ struct Responder {
             return try await send(status, headers: [("Location", request.query["url"] ?? "/")], body: nil)
         case "basic-auth":
             return try await basicAuth(segments)
+        case "digest-auth":
+            return try await digestAuth(segments)
+        case "bearer":
+            // /bearer/TOKEN: 200 for "Authorization: Bearer TOKEN", else 401.
+            let token = segments.count >= 2 ? segments[1] : "token"
+            if request.headers.first(name: "authorization") == "Bearer \(token)" {
+                return try await json(.ok, ["authenticated": true, "token": token])
+            }
+            return try await send(
+                .unauthorized,
+                headers: [("WWW-Authenticate", "Bearer realm=\"ferry\""), ("Content-Type", "text/plain")],
+                body: Data("token required\n".utf8)
+            )
         case "stats":
             let stats = server.connectionStats
             return try await json(.ok, ["current": stats.current, "peak": stats.peak, "total": stats.total])
@@ -249,6 +262,29 @@ struct Responder {
             headers: [("WWW-Authenticate", "Basic realm=\"ferry\""), ("Content-Type", "text/plain")],
             body: Data("authentication required\n".utf8)
         )
+    }
+
+    /// `/digest-auth/QOP/USER/PASSWORD[/ALGORITHM]` (httpbin's shape): QOP `auth` or `none`;
+    /// ALGORITHM `MD5` (default), `MD5-sess`, `SHA-256`, `SHA-256-sess`. `?also-basic` offers
+    /// a Basic challenge too, first.
+    private func digestAuth(_ segments: [String]) async throws -> Bool {
+        let verifier = DigestVerifier(
+            realm: "ferry-digest",
+            user: segments.count >= 3 ? segments[2] : "user",
+            password: segments.count >= 4 ? segments[3] : "pass",
+            algorithm: segments.count >= 5 ? segments[4] : "MD5",
+            qop: segments.count >= 2 && segments[1] != "none" ? segments[1] : ""
+        )
+        let authorization = request.headers.first(name: "authorization")
+        if verifier.accepts(authorization, method: request.method.rawValue, uri: request.head.uri) {
+            return try await json(.ok, ["authenticated": true, "user": verifier.user])
+        }
+        let nonce = UUID().uuidString
+        var headers: [(String, String)] = []
+        if request.flag("also-basic") { headers.append(("WWW-Authenticate", "Basic realm=\"ferry-basic\"")) }
+        headers.append(("WWW-Authenticate", verifier.challenge(nonce: nonce, opaque: "ferry-opaque")))
+        headers.append(("Content-Type", "text/plain"))
+        return try await send(.unauthorized, headers: headers, body: Data("authentication required\n".utf8))
     }
 
     static func queryString(_ query: [String: String]) -> String {

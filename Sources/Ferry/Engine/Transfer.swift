@@ -16,8 +16,8 @@ import FoundationNetworking
 /// Swift task stops it. It reports to the task (progress, events) and ends by calling
 /// ``SessionTask/transferDidFinish(error:outcome:)`` exactly once on every task it drove.
 final class Transfer: Sendable {
-    private let session: Session
-    private let origin: SessionTask
+    let session: Session
+    let origin: SessionTask
     /// The task whose timing the watchdog reads: the data task, or the download it became.
     private let active: Mutex<SessionTask>
     /// Why the transfer was stopped from inside (a timeout), which wins over the
@@ -122,7 +122,8 @@ final class Transfer: Sendable {
         var request = request
         var body = body
         var redirects = 0
-        var answeredChallenge = false
+        var challengesAnswered = 0
+        let userAuthorization = request.value(forHTTPHeaderField: "Authorization") != nil
         let home = request.url.map(Origin.init)
         var visited: [String: Int] = [:]
         while true {
@@ -144,7 +145,13 @@ final class Transfer: Sendable {
                     headers: HeaderFields(response.head.headers.map { (name: $0.name, value: $0.value) }),
                     httpVersion: "HTTP/\(response.head.version.major).\(response.head.version.minor)"
                 )
-                if let retry = authenticated(currentRequest, after: head, home: home, answered: answeredChallenge) {
+                if let retry = try await authenticate(
+                    currentRequest,
+                    after: head,
+                    home: home,
+                    failures: challengesAnswered,
+                    userAuthorization: userAuthorization
+                ) {
                     guard currentBody?.isReplayable ?? true else {
                         throw FerryError(
                             .bodyNotReplayable,
@@ -185,7 +192,7 @@ final class Transfer: Sendable {
                 if !keepsBody { body = nil }
                 if body != nil { origin.resetSentBytes() }
             case .authenticate(let retry):
-                answeredChallenge = true
+                challengesAnswered += 1
                 request = retry
                 if body != nil { origin.resetSentBytes() }
             }
@@ -213,24 +220,6 @@ final class Transfer: Sendable {
 
     /// The request to send again with the session's credential, when `response` is a Basic
     /// challenge from the task's own origin that has not been answered yet.
-    private func authenticated(
-        _ request: URLRequest,
-        after response: HTTPResponse,
-        home: Origin?,
-        answered: Bool
-    )
-        -> URLRequest?
-    {
-        guard response.statusCode == 401, !answered, let credential = configuration.credential,
-            request.value(forHTTPHeaderField: "Authorization") == nil,
-            let url = request.url, Origin(url) == home,
-            Credential.offersBasic(response.headers["WWW-Authenticate"])
-        else { return nil }
-        var retry = request
-        retry.setValue(credential.authorization, forHTTPHeaderField: "Authorization")
-        return retry
-    }
-
     /// The request to follow a redirect with, or `nil` when `response` is final.
     private func redirect(
         for request: URLRequest,

@@ -78,11 +78,16 @@ public struct SessionConfiguration: Sendable {
     /// ``DownloadTask/cancelProducingResumeData()``.
     public var resumeStore: ResumeStore?
 
-    /// A user name and password for HTTP Basic challenges: when a response is `401` with
-    /// `WWW-Authenticate: Basic` and the request carried no `Authorization`, it is sent again
-    /// once with these credentials (its body produced again). Only ever sent to the origin
-    /// of the task's original request, never to another origin a redirect leads to.
+    /// A user name and password for HTTP authentication (Basic, RFC 7617, or Digest, RFC
+    /// 7616, whichever the server offers; Digest SHA-256 first): when a response is `401`
+    /// and the request carried no `Authorization` of its own, it is sent again with these
+    /// credentials (its body produced again). Only ever sent to the origin of the task's
+    /// original request, never to another origin a redirect leads to.
     public var credential: Credential?
+
+    /// Credentials by protection space, for challenges that neither the delegate nor
+    /// ``credential`` answered (URLSession's `urlCredentialStorage`). `nil`: none.
+    public var credentialStore: CredentialStore?
 
     /// Seconds an idle pooled connection is kept open. Default 60.
     public var connectionIdleTimeout: TimeInterval = 60

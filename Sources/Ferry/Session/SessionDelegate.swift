@@ -41,6 +41,14 @@ public protocol SessionDelegate: AnyObject, Sendable {
         willPerformRedirection response: HTTPResponse,
         newRequest: URLRequest
     ) async -> URLRequest?
+    /// A server asked for credentials (`401` with `WWW-Authenticate`); answer how to respond.
+    /// Asked again, with a higher ``AuthenticationChallenge/previousFailureCount``, when the
+    /// credentials sent were refused. The default performs the session's default handling.
+    func session(
+        _ session: Session,
+        task: SessionTask,
+        didReceive challenge: AuthenticationChallenge
+    ) async -> ChallengeDisposition
     /// Body bytes arrived for a data or upload task.
     func session(_ session: Session, dataTask: SessionTask, didReceive data: Data)
     /// Request body bytes were sent.
@@ -92,6 +100,11 @@ extension SessionDelegate {
         willPerformRedirection response: HTTPResponse,
         newRequest: URLRequest
     ) async -> URLRequest? { newRequest }
+    public func session(
+        _ session: Session,
+        task: SessionTask,
+        didReceive challenge: AuthenticationChallenge
+    ) async -> ChallengeDisposition { .performDefaultHandling }
     public func session(_ session: Session, dataTask: SessionTask, didReceive data: Data) {}
     public func session(
         _ session: Session,

@@ -1,0 +1,105 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+extension Transfer {
+    /// Most answers to challenges for one request: a delegate that keeps offering refused
+    /// credentials does not loop forever; the `401` is delivered instead.
+    static let maximumChallengeAnswers = 5
+
+    /// The request to send again with credentials after `response`, or `nil` when the response
+    /// stands (not a challenge, nothing to answer with, or the delegate said so).
+    ///
+    /// Order, as URLSession's: the delegate; on default handling the session's
+    /// ``SessionConfiguration/credential`` (only for the task's own origin), then its
+    /// ``SessionConfiguration/credentialStore``. Default handling answers once per request; a
+    /// refused credential is not sent again. The strongest scheme offered wins: Digest with
+    /// SHA-256, Digest with MD5, then Basic.
+    func authenticate(
+        _ request: URLRequest,
+        after response: HTTPResponse,
+        home: Origin?,
+        failures: Int,
+        userAuthorization: Bool
+    ) async throws -> URLRequest? {
+        guard response.statusCode == 401, !userAuthorization, failures < Self.maximumChallengeAnswers,
+            let url = request.url
+        else { return nil }
+        let challenges = Challenge.parse(response.headers.values(for: "WWW-Authenticate"))
+        guard let chosen = Self.strongest(challenges) else { return nil }
+        let space = ProtectionSpace(url: url, realm: chosen.realm, authenticationMethod: chosen.method)
+        let sameOrigin = Origin(url) == home
+        let proposed = sameOrigin ? configuration.credential : nil
+        let fallback = proposed ?? configuration.credentialStore?.credential(for: space)
+        var disposition = ChallengeDisposition.performDefaultHandling
+        if let delegate = session.delegate {
+            let challenge = AuthenticationChallenge(
+                protectionSpace: space,
+                previousFailureCount: failures,
+                failureResponse: response,
+                proposedCredential: fallback
+            )
+            let session = self.session
+            let task = self.origin
+            disposition = await session.askDelegate {
+                await delegate.session(session, task: task, didReceive: challenge)
+            }
+        }
+        let credential: Credential
+        switch disposition {
+        case .useCredential(let chosenCredential):
+            credential = chosenCredential
+        case .performDefaultHandling:
+            guard failures == 0, let fallback else { return nil }
+            credential = fallback
+        case .rejectProtectionSpace:
+            return nil
+        case .cancelAuthenticationChallenge:
+            throw FerryError(
+                .cancelledByDelegate,
+                "The delegate cancelled the authentication challenge for \(space).",
+                response: response
+            )
+        }
+        var retry = request
+        retry.setValue(
+            chosen.authorization(credential, request: request),
+            forHTTPHeaderField: "Authorization"
+        )
+        return retry
+    }
+
+    /// A challenge Ferry can answer.
+    struct AnswerableChallenge {
+        let realm: String?
+        let method: ProtectionSpace.AuthenticationMethod
+        let digest: DigestAuthentication?
+
+        func authorization(_ credential: Credential, request: URLRequest) -> String {
+            guard let digest, let url = request.url else { return credential.authorization }
+            return digest.authorization(for: credential, method: request.method.rawValue, uri: Self.target(of: url))
+        }
+
+        /// The request target as sent on the request line: path and query, encoded.
+        static func target(of url: URL) -> String {
+            let components = URLComponents(url: url, resolvingAgainstBaseURL: false)
+            let path = components?.percentEncodedPath ?? ""
+            return (path.isEmpty ? "/" : path) + (components?.percentEncodedQuery.map { "?" + $0 } ?? "")
+        }
+    }
+
+    static func strongest(_ challenges: [Challenge]) -> AnswerableChallenge? {
+        let digests = challenges.compactMap(DigestAuthentication.init).sorted {
+            $0.algorithm.strength > $1.algorithm.strength
+        }
+        if let digest = digests.first {
+            return AnswerableChallenge(realm: digest.realm, method: .digest, digest: digest)
+        }
+        if let basic = challenges.first(where: { $0.scheme == "basic" }) {
+            return AnswerableChallenge(realm: basic["realm"], method: .basic, digest: nil)
+        }
+        return nil
+    }
+}
