@@ -19,7 +19,6 @@ struct BenchAHC {
         do {
             switch (arguments.first, arguments.count) {
             case ("download", 3): try await download(arguments[1], to: arguments[2], client: client)
-            case ("delegate", 3): try await delegateDownload(arguments[1], to: arguments[2], client: client)
             case ("gets", 3): try await gets(arguments[1], count: Int(arguments[2]) ?? 0, client: client)
             case ("many", 4): try await many(list: arguments[1], into: arguments[2], client: client)
             default:
@@ -75,35 +74,5 @@ struct BenchAHC {
             }
             try await group.waitForAll()
         }
-    }
-}
-
-/// Experiment: AsyncHTTPClient's delegate API, writing on the event loop with pwrite.
-final class PwriteDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
-    typealias Response = Int64
-    let fd: Int32
-    var offset: Int64 = 0
-    init(fd: Int32) { self.fd = fd }
-    func didReceiveBodyPart(task: HTTPClient.Task<Int64>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
-        buffer.withUnsafeReadableBytes { bytes in
-            var done = 0
-            while done < bytes.count {
-                let n = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
-                if n <= 0 { break }
-                done += n
-            }
-        }
-        offset += Int64(buffer.readableBytes)
-        return task.eventLoop.makeSucceededVoidFuture()
-    }
-    func didFinishRequest(task: HTTPClient.Task<Int64>) throws -> Int64 { offset }
-}
-
-extension BenchAHC {
-    static func delegateDownload(_ source: String, to path: String, client: HTTPClient) async throws {
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        defer { close(fd) }
-        let request = try HTTPClient.Request(url: source)
-        _ = try await client.execute(request: request, delegate: PwriteDelegate(fd: fd)).get()
     }
 }
