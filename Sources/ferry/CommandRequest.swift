@@ -5,7 +5,9 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// The request every `ferry` command sends: an http(s) URL, `-H` headers, `-u` credentials.
+/// The request every `ferry` command sends: an http(s) URL and `-H` headers; `-u` becomes the
+/// session's credential, which answers the server's challenge (Digest or Basic) for the
+/// request's own origin.
 enum CommandRequest {
     /// `Name: value`, or `nil` when `header` is not one (no colon, a name with spaces, CR/LF).
     static func parseHeader(_ header: String) -> (String, String)? {
@@ -22,7 +24,7 @@ enum CommandRequest {
     }
 
     /// The request, or `nil` when `url` is not an http or https URL with a host.
-    static func make(url: String, method: HTTPMethod, headers: [String], user: String?) -> URLRequest? {
+    static func make(url: String, method: HTTPMethod, headers: [String]) -> URLRequest? {
         guard let target = URL(string: url), let scheme = target.scheme?.lowercased(),
             scheme == "http" || scheme == "https", target.host?.isEmpty == false
         else { return nil }
@@ -30,10 +32,13 @@ enum CommandRequest {
         for header in headers {
             if let (name, value) = parseHeader(header) { request.addValue(value, forHTTPHeaderField: name) }
         }
-        if let user {
-            let (name, password) = BasicAuthentication.parseUserPassword(user)
-            request.setBasicAuthorization(username: name, password: password)
-        }
         return request
+    }
+
+    /// `-u user:password` as the session's credential.
+    static func credential(from user: String?) -> Credential? {
+        guard let user else { return nil }
+        let (name, password) = BasicAuthentication.parseUserPassword(user)
+        return Credential(user: name, password: password)
     }
 }

@@ -97,7 +97,7 @@ struct GetCommand: AsyncParsableCommand {
     func run() async throws {
         // A write past a file-size limit is an error to report, not a reason to die.
         signal(SIGXFSZ, SIG_IGN)
-        guard let request = CommandRequest.make(url: url, method: .get, headers: headers, user: user),
+        guard let request = CommandRequest.make(url: url, method: .get, headers: headers),
             let target = request.url
         else {
             fail(FerryError(.invalidURL, "'\(url)' is not an http or https URL."))
@@ -106,6 +106,7 @@ struct GetCommand: AsyncParsableCommand {
         // one file system: atomic, and no copy.
         var configuration = SessionConfiguration.default
         configuration.retryPolicy = RetryPolicy(maximumRetries: retries)
+        configuration.credential = CommandRequest.credential(from: user)
         let toStdout = output == nil && !remoteName
         let destination: DownloadDestination?
         if let output {

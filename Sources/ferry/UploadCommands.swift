@@ -40,7 +40,7 @@ struct TransferOptions: ParsableArguments {
     }
 
     func request(_ url: String, method: String) -> URLRequest? {
-        CommandRequest.make(url: url, method: HTTPMethod(rawValue: method), headers: headers, user: user)
+        CommandRequest.make(url: url, method: HTTPMethod(rawValue: method), headers: headers)
     }
 }
 
@@ -49,7 +49,9 @@ enum UploadRunner {
     static func run(_ makeTask: (Session) -> UploadTask, options: TransferOptions) async -> Never {
         let session: Session
         do {
-            session = try Session(configuration: .default)
+            var configuration = SessionConfiguration.default
+            configuration.credential = CommandRequest.credential(from: options.user)
+            session = try Session(configuration: configuration)
         } catch {
             ExitStatus.exit(with: error)
         }
