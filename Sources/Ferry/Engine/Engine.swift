@@ -14,6 +14,10 @@ import NIOPosix
 final class Engine: Sendable {
     let client: HTTPClient
     let limiter: HostLimiter
+    /// Transfers running per origin of their original request, at most the per-host limit:
+    /// the rest wait before they start (see `Transfer.run`).
+    let admission: HostLimiter
+    let watchdog: Watchdog
     let configuration: SessionConfiguration
 
     init(configuration: SessionConfiguration) {
@@ -38,6 +42,11 @@ final class Engine: Sendable {
             configuration: clientConfiguration
         )
         limiter = HostLimiter(limit: configuration.httpMaximumConnectionsPerHost)
+        admission = HostLimiter(limit: configuration.httpMaximumConnectionsPerHost)
+        watchdog = Watchdog(
+            idle: configuration.timeoutIntervalForRequest,
+            resource: configuration.timeoutIntervalForResource
+        )
     }
 
     deinit {

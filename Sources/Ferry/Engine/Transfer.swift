@@ -36,71 +36,65 @@ final class Transfer: Sendable {
     var task: SessionTask { origin }
 
     func run() async {
+        let watchdog = engine.watchdog
+        watchdog.watch(self)
+        // Admission first: a task queued behind the per-host limit waits here, before it
+        // opens files or builds the deep frames of a transfer, so a thousand queued tasks
+        // cost little memory and no descriptors. Each request still takes a connection slot.
+        let admission = origin.originalRequest.url.map(Origin.init)
         do {
-            let outcome = try await withTimeouts { try await self.perform() }
+            if let admission {
+                origin.setQueued(true)
+                try await engine.admission.acquire(for: admission)
+                origin.setQueued(false)
+            }
+        } catch {
+            watchdog.unwatch(self)
+            origin.transferDidFinish(error: ferryError(from: error), outcome: nil)
+            return
+        }
+        do {
+            let outcome = try await perform()
+            watchdog.unwatch(self)
+            if let admission { engine.admission.release(for: admission) }
             origin.transferDidFinish(error: nil, outcome: outcome)
         } catch {
+            watchdog.unwatch(self)
+            if let admission { engine.admission.release(for: admission) }
             origin.transferDidFinish(error: ferryError(from: error), outcome: nil)
         }
     }
 
     // MARK: Timeouts
 
-    private func withTimeouts(_ work: @escaping @Sendable () async throws -> TaskOutcome) async throws -> TaskOutcome {
-        try await withThrowingTaskGroup(of: TaskOutcome?.self) { group in
-            group.addTask { try await work() }
-            group.addTask {
-                try await self.watchdog()
-                return nil
-            }
-            var firstError: (any Error)?
-            while let result = await group.nextResult() {
-                switch result {
-                case .success(let outcome?):
-                    group.cancelAll()
-                    return outcome
-                case .success(nil):
-                    continue
-                case .failure(let error):
-                    group.cancelAll()
-                    // When a timeout stops the work, the work's own error says more (it
-                    // carries the resume data of the bytes kept): prefer it.
-                    if let error = error as? FerryError, error.resumeData != nil { throw error }
-                    if firstError == nil { firstError = error }
-                }
-            }
-            throw firstError ?? CancellationError()
-        }
-    }
-
-    /// Throws a timeout error when no byte moved for the idle interval, or the task ran past
-    /// its resource interval. Returns never; ends by throwing (also on cancellation).
-    private func watchdog() async throws {
+    /// Called by the session's ``Watchdog``: stops the transfer with a timeout error when no
+    /// byte moved for the idle interval, or it ran past its resource interval. The stop is a
+    /// cancellation of the transfer's Swift task; ``ferryError(from:)`` then reports the
+    /// timeout, and a download keeps its bytes for a resume, as after any failure.
+    func checkTimeouts() {
         let idle = Duration.seconds(configuration.timeoutIntervalForRequest)
         let resource = Duration.seconds(configuration.timeoutIntervalForResource)
-        while true {
-            let task = active.withLock { $0 }
-            let deadlines = task.timeoutDeadlines(idle: idle, resource: resource)
-            let now = ContinuousClock.now
-            var timeout: FerryError?
-            if now >= deadlines.resource {
-                timeout = FerryError(
-                    .timedOut(.resource),
-                    "The transfer took longer than \(configuration.timeoutIntervalForResource) s (timeoutIntervalForResource)."
-                )
-            } else if let idleDeadline = deadlines.idle, now >= idleDeadline {
-                timeout = FerryError(
-                    .timedOut(.idle),
-                    "No data moved for \(configuration.timeoutIntervalForRequest) s (timeoutIntervalForRequest)."
-                )
-            }
-            if let timeout {
-                stopReason.withLock { $0 = timeout }
-                throw timeout
-            }
-            let next = min(deadlines.idle ?? now + .seconds(1), deadlines.resource)
-            try await Task.sleep(until: max(next, now + .milliseconds(5)), clock: .continuous)
+        let deadlines = active.withLock { $0 }.timeoutDeadlines(idle: idle, resource: resource)
+        let now = ContinuousClock.now
+        let timeout: FerryError
+        if now >= deadlines.resource {
+            timeout = FerryError(
+                .timedOut(.resource),
+                "The transfer took longer than \(configuration.timeoutIntervalForResource) s (timeoutIntervalForResource)."
+            )
+        } else if let idleDeadline = deadlines.idle, now >= idleDeadline {
+            timeout = FerryError(
+                .timedOut(.idle),
+                "No data moved for \(configuration.timeoutIntervalForRequest) s (timeoutIntervalForRequest)."
+            )
+        } else {
+            return
         }
+        let first = stopReason.withLock { reason -> Bool in
+            defer { reason = reason ?? timeout }
+            return reason == nil
+        }
+        if first { origin.interruptTransfer() }
     }
 
     // MARK: Sending, with redirects
@@ -301,7 +295,7 @@ final class Transfer: Sendable {
             let task = origin
             let stream = ResponseStream(onActivity: { task.touch() })
             stream.start(
-                try HTTPClient.Request(url: url.absoluteString, method: method, headers: headers),
+                try HTTPClient.Request(url: url, method: method, headers: headers),
                 on: engine.client
             )
             do {

@@ -22,11 +22,10 @@ public struct HeaderFields: Sendable, Equatable, Sequence, ExpressibleByDictiona
 
     /// The first value for `name`, or `nil`; setting replaces every field of that name.
     public subscript(name: String) -> String? {
-        get { fields.first { $0.name.lowercased() == name.lowercased() }?.value }
+        get { fields.first { Self.sameName($0.name, name) }?.value }
         set {
-            let lower = name.lowercased()
-            let position = fields.firstIndex { $0.name.lowercased() == lower } ?? fields.endIndex
-            fields.removeAll { $0.name.lowercased() == lower }
+            let position = fields.firstIndex { Self.sameName($0.name, name) } ?? fields.endIndex
+            fields.removeAll { Self.sameName($0.name, name) }
             if let newValue {
                 fields.insert((name, newValue), at: Swift.min(position, fields.endIndex))
             }
@@ -35,8 +34,23 @@ public struct HeaderFields: Sendable, Equatable, Sequence, ExpressibleByDictiona
 
     /// Every value for `name`, in order.
     public func values(for name: String) -> [String] {
-        let lower = name.lowercased()
-        return fields.filter { $0.name.lowercased() == lower }.map(\.value)
+        fields.filter { Self.sameName($0.name, name) }.map(\.value)
+    }
+
+    /// Field names compare case-insensitively (RFC 9110 §5.1); they are ASCII tokens, so
+    /// this compares bytes without allocating lowercased copies.
+    static func sameName(_ a: String, _ b: String) -> Bool {
+        var left = a.utf8.makeIterator()
+        var right = b.utf8.makeIterator()
+        while true {
+            switch (left.next(), right.next()) {
+            case (nil, nil): return true
+            case (let x?, let y?):
+                if x != y && (x | 0x20) != (y | 0x20) { return false }
+                if x != y && !((x | 0x20) >= 0x61 && (x | 0x20) <= 0x7A) { return false }
+            default: return false
+            }
+        }
     }
 
     /// Whether a field named `name` exists.

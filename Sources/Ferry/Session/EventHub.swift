@@ -27,7 +27,13 @@ final class EventHub: Sendable {
     private let deliveries: AsyncStream<Delivery>.Continuation
     let deliveryStream: AsyncStream<Delivery>
 
-    init() {
+    /// Whether the session has a delegate: without one, a task's events need the delivery
+    /// context only for a completion handler, and skip it otherwise (one thread hop fewer
+    /// per event).
+    let hasDelegate: Bool
+
+    init(hasDelegate: Bool) {
+        self.hasDelegate = hasDelegate
         (deliveryStream, deliveries) = AsyncStream.makeStream(of: Delivery.self)
     }
 
@@ -55,9 +61,10 @@ final class EventHub: Sendable {
     var hasSubscribers: Bool { state.withLock { !$0.subscribers.isEmpty } }
 
     /// Publishes an event to every subscriber and to the delivery context.
-    func publish(_ event: SessionEvent, done: CheckedContinuation<Void, Never>? = nil) {
+    func publish(_ event: SessionEvent, done: CheckedContinuation<Void, Never>? = nil, deliver: Bool = true) {
         state.withLock { state in
             for continuation in state.subscribers.values { continuation.yield(event) }
+            guard deliver || done != nil else { return }
             if case .terminated = deliveries.yield(.event(event, done: done)) { done?.resume() }
         }
     }

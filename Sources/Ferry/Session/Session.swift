@@ -42,7 +42,7 @@ public final class Session: Sendable {
     /// The configuration, copied when the session was made.
     public let configuration: SessionConfiguration
     let engine: Engine
-    let hub = EventHub()
+    let hub: EventHub
     private let state: Mutex<State>
 
     /// Creates a session.
@@ -57,6 +57,7 @@ public final class Session: Sendable {
         self.configuration = configuration
         engine = Engine(configuration: configuration)
         state = Mutex(State(delegate: delegate))
+        hub = EventHub(hasDelegate: delegate != nil)
         startDelivery()
     }
 
@@ -70,6 +71,7 @@ public final class Session: Sendable {
         self.configuration = configuration
         engine = Engine(configuration: configuration)
         state = Mutex(State())
+        hub = EventHub(hasDelegate: false)
         startDelivery()
     }
 

@@ -287,6 +287,12 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
         try Task.checkCancellation()
     }
 
+    /// Cancels the running transfer's Swift task without cancelling the task itself: the
+    /// transfer reports why (a timeout) and fails as it would after any error.
+    func interruptTransfer() {
+        storage.withLock { $0.transfer }?.cancel()
+    }
+
     /// Takes over `other`'s running transfer, which has just received `response`.
     func adoptTransfer(of other: SessionTask, response: HTTPResponse) -> Bool {
         let handle = other.storage.withLock { $0.transfer }
@@ -480,7 +486,9 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
 
     private func publish(_ event: TaskEvent, in storage: inout Storage) {
         for subscriber in storage.subscribers.values { subscriber.yield(event) }
-        hub.publish(.task(self, event))
+        var needsDelivery = hub.hasDelegate
+        if !needsDelivery, case .completed = event { needsDelivery = storage.completionHandler != nil }
+        hub.publish(.task(self, event), deliver: needsDelivery)
     }
 
     /// What completing leaves to do outside the lock: wake waiters, end event streams
