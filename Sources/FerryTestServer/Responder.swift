@@ -87,8 +87,13 @@ struct Responder {
         case "digest-auth":
             return try await digestAuth(segments)
         case "bearer":
-            // /bearer/TOKEN: 200 for "Authorization: Bearer TOKEN", else 401.
+            // /bearer/TOKEN: 200 for "Authorization: Bearer TOKEN", else 401 (after
+            // `delay` ms, so that many requests can be refused at once).
             let token = segments.count >= 2 ? segments[1] : "token"
+            if let delay = request.queryInt("delay"), request.headers.first(name: "authorization") != "Bearer \(token)"
+            {
+                try await Task.sleep(for: .milliseconds(Int(delay)))
+            }
             if request.headers.first(name: "authorization") == "Bearer \(token)" {
                 return try await json(.ok, ["authenticated": true, "token": token])
             }

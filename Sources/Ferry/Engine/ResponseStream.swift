@@ -247,12 +247,15 @@ struct ResponseBody: AsyncSequence, Sendable {
     private enum Source: Sendable {
         case stream(ResponseStream)
         case client(HTTPClientResponse.Body)
+        /// Read already, whole.
+        case buffered(CircularBuffer<ByteBuffer>)
     }
 
     private let source: Source
 
     init(_ stream: ResponseStream) { source = .stream(stream) }
     init(_ body: HTTPClientResponse.Body) { source = .client(body) }
+    init(buffered buffers: CircularBuffer<ByteBuffer>) { source = .buffered(buffers) }
 
     /// Stops reading: closes the connection unless the response is complete. (A client body
     /// does so by itself when its iterator goes away.)
@@ -267,9 +270,10 @@ struct ResponseBody: AsyncSequence, Sendable {
         private var pending = CircularBuffer<ByteBuffer>()
         private var ended = false
 
-        init(stream: ResponseStream?, client: HTTPClientResponse.Body?) {
+        init(stream: ResponseStream?, client: HTTPClientResponse.Body?, buffered: CircularBuffer<ByteBuffer> = []) {
             self.stream = stream
             self.client = client?.makeAsyncIterator()
+            self.pending = buffered
         }
 
         mutating func next() async throws -> ByteBuffer? {
@@ -289,6 +293,7 @@ struct ResponseBody: AsyncSequence, Sendable {
         switch source {
         case .stream(let stream): AsyncIterator(stream: stream, client: nil)
         case .client(let body): AsyncIterator(stream: nil, client: body)
+        case .buffered(let buffers): AsyncIterator(stream: nil, client: nil, buffered: buffers)
         }
     }
 }

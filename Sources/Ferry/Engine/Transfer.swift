@@ -104,6 +104,8 @@ final class Transfer: Sendable {
         case redirect(URLRequest, keepsBody: Bool)
         /// The same request again, now with credentials.
         case authenticate(URLRequest)
+        /// A final response of 400 or more, its body read, for the interceptor to judge.
+        case intercept(HTTPResponse, CircularBuffer<ByteBuffer>)
     }
 
     /// Sends `request`, following redirects, and hands the final response to `consume`
@@ -113,10 +115,12 @@ final class Transfer: Sendable {
         body: RequestBody?,
         consume: (ResponseBody, HTTPResponse) async throws -> Result
     ) async throws -> Result {
-        var request = request
+        let interceptor = configuration.interceptor
+        var request = try await adapt(request, with: interceptor)
         var body = body
         var redirects = 0
         var challengesAnswered = 0
+        var interceptorRetries = 0
         let userAuthorization = request.value(forHTTPHeaderField: "Authorization") != nil
         let home = request.url.map(Origin.init)
         var visited: [String: Int] = [:]
@@ -126,47 +130,74 @@ final class Transfer: Sendable {
             let currentRequest = request
             let currentBody = body
             origin.setQueued(true)
-            let step: SendStep<Result> = try await engine.withSlot(for: Origin(url)) {
-                self.origin.setQueued(false)
-                origin.touch()
-                let response = try await exchange(currentRequest, body: currentBody)
-                defer { response.body.abandon() }
-                origin.touch()
-                let head = HTTPResponse(
-                    url: url,
-                    statusCode: Int(response.head.status.code),
-                    reasonPhrase: response.head.status.reasonPhrase,
-                    headers: HeaderFields(response.head.headers.map { (name: $0.name, value: $0.value) }),
-                    httpVersion: "HTTP/\(response.head.version.major).\(response.head.version.minor)"
-                )
-                if let retry = try await authenticate(
-                    currentRequest,
-                    after: head,
-                    home: home,
-                    failures: challengesAnswered,
-                    userAuthorization: userAuthorization
-                ) {
-                    guard currentBody?.isReplayable ?? true else {
-                        throw FerryError(
-                            .bodyNotReplayable,
-                            "The server asked for credentials, but the body is a one-shot stream and cannot be sent again.",
-                            response: head
-                        )
+            var responded = false
+            let step: SendStep<Result>
+            do {
+                step = try await engine.withSlot(for: Origin(url)) {
+                    self.origin.setQueued(false)
+                    origin.touch()
+                    let response = try await exchange(currentRequest, body: currentBody)
+                    responded = true
+                    defer { response.body.abandon() }
+                    origin.touch()
+                    let head = HTTPResponse(
+                        url: url,
+                        statusCode: Int(response.head.status.code),
+                        reasonPhrase: response.head.status.reasonPhrase,
+                        headers: HeaderFields(response.head.headers.map { (name: $0.name, value: $0.value) }),
+                        httpVersion: "HTTP/\(response.head.version.major).\(response.head.version.minor)"
+                    )
+                    if let retry = try await authenticate(
+                        currentRequest,
+                        after: head,
+                        home: home,
+                        failures: challengesAnswered,
+                        userAuthorization: userAuthorization
+                    ) {
+                        guard currentBody?.isReplayable ?? true else {
+                            throw FerryError(
+                                .bodyNotReplayable,
+                                "The server asked for credentials, but the body is a one-shot stream and cannot be sent again.",
+                                response: head
+                            )
+                        }
+                        await drain(response.body)
+                        return .authenticate(retry)
                     }
-                    await drain(response.body)
-                    return .authenticate(retry)
+                    if let next = try await redirect(
+                        for: currentRequest,
+                        response: head,
+                        body: currentBody,
+                        redirects: redirects
+                    ) {
+                        await drain(response.body)
+                        origin.setCurrentRequest(next.request, redirectedBy: head)
+                        return .redirect(next.request, keepsBody: next.keepsBody)
+                    }
+                    // The interceptor is asked outside the connection slot (a token refresh may
+                    // need a connection to this very host), so the body is read first.
+                    if interceptor != nil, head.statusCode >= 400, currentBody?.isReplayable ?? true {
+                        return .intercept(head, try await bufferWhole(response.body, head: head))
+                    }
+                    return .final(try await consume(response.body, head))
                 }
-                if let next = try await redirect(
-                    for: currentRequest,
-                    response: head,
-                    body: currentBody,
-                    redirects: redirects
-                ) {
-                    await drain(response.body)
-                    origin.setCurrentRequest(next.request, redirectedBy: head)
-                    return .redirect(next.request, keepsBody: next.keepsBody)
-                }
-                return .final(try await consume(response.body, head))
+            } catch {
+                // A request that failed before any response: the interceptor may send it again.
+                let failure = ferryError(from: error)
+                guard let interceptor, !responded, failure.reason != .cancelled, !Task.isCancelled,
+                    currentBody?.isReplayable ?? true
+                else { throw error }
+                let decision = await interceptor.retry(
+                    currentRequest,
+                    for: session,
+                    dueTo: .error(failure),
+                    attemptCount: interceptorRetries
+                )
+                guard try await prepareRetry(decision) else { throw error }
+                interceptorRetries += 1
+                request = try await adapt(currentRequest, with: interceptor)
+                if body != nil { origin.resetSentBytes() }
+                continue
             }
             switch step {
             case .final(let result):
@@ -189,8 +220,64 @@ final class Transfer: Sendable {
                 challengesAnswered += 1
                 request = retry
                 if body != nil { origin.resetSentBytes() }
+            case .intercept(let head, let buffered):
+                let decision = await interceptor?.retry(
+                    currentRequest,
+                    for: session,
+                    dueTo: .response(head),
+                    attemptCount: interceptorRetries
+                )
+                guard try await prepareRetry(decision ?? .doNotRetry) else {
+                    return try await consume(ResponseBody(buffered: buffered), head)
+                }
+                interceptorRetries += 1
+                request = try await adapt(currentRequest, with: interceptor)
+                challengesAnswered = 0
+                if body != nil { origin.resetSentBytes() }
             }
         }
+    }
+
+    /// `request` as the interceptor adapts it.
+    private func adapt(_ request: URLRequest, with interceptor: (any RequestInterceptor)?) async throws -> URLRequest {
+        guard let interceptor else { return request }
+        do {
+            return try await interceptor.adapt(request, for: session)
+        } catch let error as FerryError {
+            throw error
+        } catch {
+            throw FerryError(.invalidRequest, "The interceptor could not adapt the request.", underlying: error)
+        }
+    }
+
+    /// Waits out a retry's delay; `false` when the decision is not to retry.
+    private func prepareRetry(_ decision: RetryDecision) async throws -> Bool {
+        switch decision {
+        case .doNotRetry: return false
+        case .retry: return true
+        case .retryWithDelay(let delay):
+            try await Task.sleep(for: delay)
+            return true
+        }
+    }
+
+    /// Every buffer of `body`, at most ``SessionConfiguration/maximumInMemoryBodySize`` bytes.
+    private func bufferWhole(_ body: ResponseBody, head: HTTPResponse) async throws -> CircularBuffer<ByteBuffer> {
+        let limit = configuration.maximumInMemoryBodySize
+        var buffers = CircularBuffer<ByteBuffer>()
+        var total: Int64 = 0
+        for try await buffer in body {
+            total += Int64(buffer.readableBytes)
+            guard total <= limit else {
+                throw FerryError(
+                    .bodyTooLarge(limit: limit),
+                    "The error response is larger than \(limit) bytes (maximumInMemoryBodySize).",
+                    response: head
+                )
+            }
+            buffers.append(buffer)
+        }
+        return buffers
     }
 
     private func perform() async throws -> TaskOutcome {

@@ -85,6 +85,10 @@ public struct SessionConfiguration: Sendable {
     /// original request, never to another origin a redirect leads to.
     public var credential: Credential?
 
+    /// Adapts every request before it is sent and decides retries after failures (see
+    /// ``RequestInterceptor``; ``AuthenticationInterceptor`` for tokens that need refreshing).
+    public var interceptor: (any RequestInterceptor)?
+
     /// Credentials by protection space, for challenges that neither the delegate nor
     /// ``credential`` answered (URLSession's `urlCredentialStorage`). `nil`: none.
     public var credentialStore: CredentialStore?
