@@ -84,6 +84,8 @@ struct Responder {
             return try await send(status, headers: [("Location", request.query["url"] ?? "/")], body: nil)
         case "basic-auth":
             return try await basicAuth(segments)
+        case "cookies":
+            return try await cookies(segments)
         case "digest-auth":
             return try await digestAuth(segments)
         case "bearer":
@@ -267,6 +269,24 @@ struct Responder {
             headers: [("WWW-Authenticate", "Basic realm=\"ferry\""), ("Content-Type", "text/plain")],
             body: Data("authentication required\n".utf8)
         )
+    }
+
+    /// `/cookies` echoes the `Cookie` header as JSON; `/cookies/set?h=SET-COOKIE` sends that
+    /// `Set-Cookie` field (raw) and echoes too; `/cookies/redirect?h=SET-COOKIE&to=PATH` sets
+    /// it on a 302.
+    private func cookies(_ segments: [String]) async throws -> Bool {
+        var headers: [(String, String)] = []
+        if let field = request.query["h"] { headers.append(("Set-Cookie", field)) }
+        if segments.count >= 2, segments[1] == "redirect" {
+            headers.append(("Location", request.query["to"] ?? "/cookies"))
+            return try await send(.found, headers: headers, body: nil)
+        }
+        let body = try JSONSerialization.data(
+            withJSONObject: ["cookie": request.headers.first(name: "cookie") ?? ""],
+            options: [.sortedKeys]
+        )
+        headers.append(("Content-Type", "application/json"))
+        return try await send(.ok, headers: headers, body: body)
     }
 
     /// `/digest-auth/QOP/USER/PASSWORD[/ALGORITHM]` (httpbin's shape): QOP `auth` or `none`;

@@ -122,11 +122,17 @@ final class Transfer: Sendable {
         var challengesAnswered = 0
         var interceptorRetries = 0
         let userAuthorization = request.value(forHTTPHeaderField: "Authorization") != nil
+        let cookies = configuration.cookieStore
+        let userCookies = request.value(forHTTPHeaderField: "Cookie") != nil
         let home = request.url.map(Origin.init)
         var visited: [String: Int] = [:]
         while true {
             try await origin.waitWhilePaused()
             guard let url = request.url else { throw FerryError(.invalidURL, "The request has no URL.") }
+            // The store's cookies for this hop (a redirect may lead where others apply).
+            if let cookies, !userCookies {
+                request.setValue(cookies.headerValue(for: url), forHTTPHeaderField: "Cookie")
+            }
             let currentRequest = request
             let currentBody = body
             origin.setQueued(true)
@@ -147,6 +153,7 @@ final class Transfer: Sendable {
                         headers: HeaderFields(response.head.headers.map { (name: $0.name, value: $0.value) }),
                         httpVersion: "HTTP/\(response.head.version.major).\(response.head.version.minor)"
                     )
+                    cookies?.store(setCookieFields: head.headers.values(for: "Set-Cookie"), from: url)
                     if let retry = try await authenticate(
                         currentRequest,
                         after: head,

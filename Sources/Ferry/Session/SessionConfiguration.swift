@@ -17,8 +17,7 @@ public struct SessionConfiguration: Sendable {
     public enum Kind: Sendable, Equatable {
         /// Ordinary session; partial downloads in a directory under the system's temporary one.
         case `default`
-        /// Meant to keep no cookies, cache or credentials on disk. Ferry keeps none of those
-        /// yet, so today it behaves as `.default`.
+        /// Keeps nothing on disk and shares nothing: cookies in a store of its own, in memory.
         case ephemeral
         /// Transfers handed to the per-user daemon so they outlive the process (not yet
         /// available: such a session cannot be created in this version).
@@ -85,6 +84,11 @@ public struct SessionConfiguration: Sendable {
     /// original request, never to another origin a redirect leads to.
     public var credential: Credential?
 
+    /// Where cookies are kept and read from; `nil` sends and keeps none (URLSession's
+    /// `httpCookieStorage`). `.default` uses ``CookieStore/shared``; `.ephemeral` a store of
+    /// its own, in memory.
+    public var cookieStore: CookieStore?
+
     /// Adapts every request before it is sent and decides retries after failures (see
     /// ``RequestInterceptor``; ``AuthenticationInterceptor`` for tokens that need refreshing).
     public var interceptor: (any RequestInterceptor)?
@@ -98,6 +102,7 @@ public struct SessionConfiguration: Sendable {
 
     init(kind: Kind) {
         self.kind = kind
+        self.cookieStore = kind == .ephemeral ? CookieStore() : .shared
         self.downloadsDirectory = FileManager.default.temporaryDirectory
             .appendingPathComponent("ferry-downloads", isDirectory: true)
     }
@@ -105,8 +110,8 @@ public struct SessionConfiguration: Sendable {
     /// The default configuration.
     public static var `default`: SessionConfiguration { SessionConfiguration(kind: .default) }
 
-    /// A configuration that keeps no cookies, cache or credentials on disk (Ferry keeps
-    /// none of those yet, so today it behaves as ``default``).
+    /// A configuration that keeps nothing on disk and shares nothing with other sessions:
+    /// its cookies live in a store of its own, in memory.
     public static var ephemeral: SessionConfiguration { SessionConfiguration(kind: .ephemeral) }
 
     /// A background configuration: transfers run in the per-user daemon.
