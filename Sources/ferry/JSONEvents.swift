@@ -49,8 +49,44 @@ enum JSONEvents {
             var fields: [String: Any] = ["event": "uploadProgress", "bytes": total]
             if let expected { fields["total"] = expected }
             emit(fields)
+        case .finishedCollectingMetrics(let metrics):
+            emit(Self.fields(of: metrics))
         case .data, .becameDownload, .finishedDownloading:
             break
         }
+    }
+
+    /// curl's `-w` numbers, in seconds from the task's start (`time_total`,
+    /// `time_starttransfer` of the last request, …), and each request's own.
+    static func fields(of metrics: TaskMetrics) -> [String: Any] {
+        let start = metrics.taskInterval.start
+        func seconds(_ date: Date?) -> Double? {
+            date.map { (($0.timeIntervalSince(start)) * 1e6).rounded() / 1e6 }
+        }
+        let requests: [[String: Any]] = metrics.transactions.map { transaction in
+            var fields: [String: Any] = [
+                "reason": transaction.reason.rawValue,
+                "url": transaction.request.url?.absoluteString ?? "",
+                "bytesSent": transaction.countOfRequestBodyBytesSent,
+                "bytesReceived": transaction.countOfResponseBodyBytesReceived,
+            ]
+            if let status = transaction.response?.statusCode { fields["status"] = status }
+            if let name = transaction.networkProtocolName { fields["protocol"] = name }
+            let times: [(String, Date?)] = [
+                ("fetchStart", transaction.fetchStartDate), ("requestStart", transaction.requestStartDate),
+                ("requestEnd", transaction.requestEndDate), ("responseStart", transaction.responseStartDate),
+                ("responseEnd", transaction.responseEndDate),
+            ]
+            for (name, date) in times { if let value = seconds(date) { fields[name] = value } }
+            return fields
+        }
+        var fields: [String: Any] = [
+            "event": "metrics",
+            "time_total": metrics.taskInterval.duration,
+            "num_redirects": metrics.redirectCount,
+            "requests": requests,
+        ]
+        if let first = seconds(metrics.transactions.last?.responseStartDate) { fields["time_starttransfer"] = first }
+        return fields
     }
 }

@@ -101,7 +101,7 @@ struct CLITests {
             #expect(events.first == "resumed")
             #expect(events.contains("redirect"))
             #expect(events.contains("response"))
-            #expect(events.suffix(2) == ["saved", "completed"])
+            #expect(events.suffix(3) == ["saved", "metrics", "completed"])
             let failure = try await ProcessRunner.run(
                 ferry,
                 ["get", "--json", "-o", output.path, server.url("/status/404").absoluteString]

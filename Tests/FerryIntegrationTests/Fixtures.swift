@@ -85,6 +85,7 @@ extension TaskEvent {
         case .willRetry: "willRetry"
         case .movedDownload: "movedDownload"
         case .failedToMoveDownload: "failedToMoveDownload"
+        case .finishedCollectingMetrics: "finishedCollectingMetrics"
         case .completed: "completed"
         }
     }

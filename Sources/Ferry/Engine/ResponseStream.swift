@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -45,6 +46,7 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
         var demand: EventLoopPromise<Void>?
         var wakeTimer: Scheduled<Void>?
         var abandoned = false
+        var requestSentAt: Date?
 
         /// Everything buffered, for the task; the event loop may read again.
         mutating func takeParts() -> (CircularBuffer<ByteBuffer>, EventLoopPromise<Void>?) {
@@ -140,7 +142,15 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
         task?.cancel()
     }
 
+    /// When the request's last byte was written, if it was.
+    var requestSentAt: Date? { state.withLock { $0.requestSentAt } }
+
     // MARK: HTTPClientResponseDelegate (on the event loop)
+
+    func didSendRequest(task: HTTPClient.Task<Void>) {
+        let now = Date()
+        state.withLock { $0.requestSentAt = now }
+    }
 
     func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
         onActivity()
@@ -252,10 +262,14 @@ struct ResponseBody: AsyncSequence, Sendable {
     }
 
     private let source: Source
+    private let tally = ByteTally()
 
     init(_ stream: ResponseStream) { source = .stream(stream) }
     init(_ body: HTTPClientResponse.Body) { source = .client(body) }
     init(buffered buffers: CircularBuffer<ByteBuffer>) { source = .buffered(buffers) }
+
+    /// Bytes handed out so far by iterators of this body.
+    var bytesRead: Int64 { tally.value }
 
     /// Stops reading: closes the connection unless the response is complete. (A client body
     /// does so by itself when its iterator goes away.)
@@ -265,18 +279,31 @@ struct ResponseBody: AsyncSequence, Sendable {
 
     struct AsyncIterator: AsyncIteratorProtocol {
         private let stream: ResponseStream?
+        private let tally: ByteTally
         private var client: HTTPClientResponse.Body.AsyncIterator?
         /// Buffers taken from the stream, not yet returned.
         private var pending = CircularBuffer<ByteBuffer>()
         private var ended = false
 
-        init(stream: ResponseStream?, client: HTTPClientResponse.Body?, buffered: CircularBuffer<ByteBuffer> = []) {
+        fileprivate init(
+            stream: ResponseStream?,
+            client: HTTPClientResponse.Body?,
+            buffered: CircularBuffer<ByteBuffer> = [],
+            tally: ByteTally
+        ) {
             self.stream = stream
+            self.tally = tally
             self.client = client?.makeAsyncIterator()
             self.pending = buffered
         }
 
         mutating func next() async throws -> ByteBuffer? {
+            let buffer = try await nextBuffer()
+            if let buffer { tally.add(buffer.readableBytes) }
+            return buffer
+        }
+
+        private mutating func nextBuffer() async throws -> ByteBuffer? {
             if client != nil { return try await client?.next() }
             if let buffer = pending.popFirst() { return buffer }
             guard !ended, let stream else { return nil }
@@ -291,9 +318,16 @@ struct ResponseBody: AsyncSequence, Sendable {
 
     func makeAsyncIterator() -> AsyncIterator {
         switch source {
-        case .stream(let stream): AsyncIterator(stream: stream, client: nil)
-        case .client(let body): AsyncIterator(stream: nil, client: body)
-        case .buffered(let buffers): AsyncIterator(stream: nil, client: nil, buffered: buffers)
+        case .stream(let stream): AsyncIterator(stream: stream, client: nil, tally: tally)
+        case .client(let body): AsyncIterator(stream: nil, client: body, tally: tally)
+        case .buffered(let buffers): AsyncIterator(stream: nil, client: nil, buffered: buffers, tally: tally)
         }
     }
+}
+
+/// A byte count shared by a body and its iterators.
+private final class ByteTally: Sendable {
+    private let count = Mutex<Int64>(0)
+    var value: Int64 { count.withLock { $0 } }
+    func add(_ bytes: Int) { count.withLock { $0 += Int64(bytes) } }
 }

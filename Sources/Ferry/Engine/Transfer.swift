@@ -126,6 +126,7 @@ final class Transfer: Sendable {
         let userCookies = request.value(forHTTPHeaderField: "Cookie") != nil
         let home = request.url.map(Origin.init)
         var visited: [String: Int] = [:]
+        var reason: TransactionMetrics.Reason = origin.hasTransactions ? .resume : .initial
         while true {
             try await origin.waitWhilePaused()
             guard let url = request.url else { throw FerryError(.invalidURL, "The request has no URL.") }
@@ -137,14 +138,33 @@ final class Transfer: Sendable {
             let currentBody = body
             origin.setQueued(true)
             var responded = false
+            var transaction = TransactionMetrics(
+                request: currentRequest,
+                reason: reason,
+                fetchStartDate: Date(),
+                countOfRequestBodyBytesSent: 0,
+                countOfResponseBodyBytesReceived: 0
+            )
+            defer {
+                transaction.responseEndDate = Date()
+                transaction.countOfRequestBodyBytesSent = currentBody == nil ? 0 : origin.countOfBytesSent
+                origin.record(transaction)
+            }
             let step: SendStep<Result>
             do {
                 step = try await engine.withSlot(for: Origin(url)) {
                     self.origin.setQueued(false)
                     origin.touch()
+                    transaction.requestStartDate = Date()
                     let response = try await exchange(currentRequest, body: currentBody)
+                    transaction.responseStartDate = Date()
+                    transaction.requestEndDate = response.stream?.requestSentAt ?? transaction.responseStartDate
+                    transaction.networkProtocolName = response.head.version.major >= 2 ? "h2" : "http/1.1"
                     responded = true
-                    defer { response.body.abandon() }
+                    defer {
+                        response.body.abandon()
+                        transaction.countOfResponseBodyBytesReceived = response.body.bytesRead
+                    }
                     origin.touch()
                     let head = HTTPResponse(
                         url: url,
@@ -154,6 +174,7 @@ final class Transfer: Sendable {
                         httpVersion: "HTTP/\(response.head.version.major).\(response.head.version.minor)"
                     )
                     cookies?.store(setCookieFields: head.headers.values(for: "Set-Cookie"), from: url)
+                    transaction.response = head
                     if let retry = try await authenticate(
                         currentRequest,
                         after: head,
@@ -202,6 +223,7 @@ final class Transfer: Sendable {
                 )
                 guard try await prepareRetry(decision) else { throw error }
                 interceptorRetries += 1
+                reason = .retry
                 request = try await adapt(currentRequest, with: interceptor)
                 if body != nil { origin.resetSentBytes() }
                 continue
@@ -220,11 +242,13 @@ final class Transfer: Sendable {
                     )
                 }
                 redirects += 1
+                reason = .redirect
                 request = next
                 if !keepsBody { body = nil }
                 if body != nil { origin.resetSentBytes() }
             case .authenticate(let retry):
                 challengesAnswered += 1
+                reason = .authentication
                 request = retry
                 if body != nil { origin.resetSentBytes() }
             case .intercept(let head, let buffered):
@@ -238,6 +262,7 @@ final class Transfer: Sendable {
                     return try await consume(ResponseBody(buffered: buffered), head)
                 }
                 interceptorRetries += 1
+                reason = .retry
                 request = try await adapt(currentRequest, with: interceptor)
                 challengesAnswered = 0
                 if body != nil { origin.resetSentBytes() }
@@ -377,7 +402,7 @@ final class Transfer: Sendable {
     private func exchange(
         _ request: URLRequest,
         body: RequestBody?
-    ) async throws -> (head: HTTPResponseHead, body: ResponseBody) {
+    ) async throws -> (head: HTTPResponseHead, body: ResponseBody, stream: ResponseStream?) {
         guard let url = request.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
             url.host?.isEmpty == false
         else {
@@ -393,7 +418,7 @@ final class Transfer: Sendable {
                 on: engine.client
             )
             do {
-                return (try await stream.head(), ResponseBody(stream))
+                return (try await stream.head(), ResponseBody(stream), stream)
             } catch {
                 stream.abandon()
                 throw error
@@ -406,7 +431,7 @@ final class Transfer: Sendable {
         clientRequest.body = .stream(chunks, length: body.length.map { .known($0) } ?? .unknown)
         let response = try await engine.client.execute(clientRequest, deadline: .distantFuture)
         let head = HTTPResponseHead(version: response.version, status: response.status, headers: response.headers)
-        return (head, ResponseBody(response.body))
+        return (head, ResponseBody(response.body), nil)
     }
 
     /// The request's header fields after the session's, without framing headers (the client

@@ -255,6 +255,8 @@ public final class Session: Sendable {
                 if let dataTask = task as? DataTask {
                     delegate?.session(self, dataTask: dataTask, didBecome: download)
                 }
+            case .finishedCollectingMetrics(let metrics):
+                delegate?.session(self, task: task, didFinishCollecting: metrics)
             case .completed(let error):
                 delegate?.session(self, task: task, didCompleteWithError: error)
                 task.completionHandler?(task, error)

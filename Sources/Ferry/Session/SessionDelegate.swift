@@ -49,6 +49,8 @@ public protocol SessionDelegate: AnyObject, Sendable {
         task: SessionTask,
         didReceive challenge: AuthenticationChallenge
     ) async -> ChallengeDisposition
+    /// What the task's requests took; called once, just before its completion.
+    func session(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics)
     /// Body bytes arrived for a data or upload task.
     func session(_ session: Session, dataTask: SessionTask, didReceive data: Data)
     /// Request body bytes were sent.
@@ -105,6 +107,7 @@ extension SessionDelegate {
         task: SessionTask,
         didReceive challenge: AuthenticationChallenge
     ) async -> ChallengeDisposition { .performDefaultHandling }
+    public func session(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics) {}
     public func session(_ session: Session, dataTask: SessionTask, didReceive data: Data) {}
     public func session(
         _ session: Session,

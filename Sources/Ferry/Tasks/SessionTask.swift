@@ -53,6 +53,9 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
         var startedAt: ContinuousClock.Instant?
         var outcome: TaskOutcome?
         var completionHandler: (@Sendable (SessionTask, FerryError?) -> Void)?
+        var resumedAt: Date?
+        var transactions: [TransactionMetrics] = []
+        var metrics: TaskMetrics?
     }
 
     /// The identifier of the task, unique within its session.
@@ -96,6 +99,17 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
     public var state: TaskState { storage.withLock { $0.machine.publicState } }
     /// The error the task completed with, if it failed.
     public var error: FerryError? { storage.withLock { $0.error } }
+
+    /// What the task's requests took; set when it completes.
+    public var metrics: TaskMetrics? { storage.withLock { $0.metrics } }
+
+    /// Adds a finished request to the task's metrics.
+    func record(_ transaction: TransactionMetrics) {
+        storage.withLock { $0.transactions.append(transaction) }
+    }
+
+    /// Whether the task already sent a request (so the next one has a reason).
+    var hasTransactions: Bool { storage.withLock { !$0.transactions.isEmpty } }
     /// Request body bytes handed to the connection.
     public var countOfBytesSent: Int64 { storage.withLock { $0.bytesSent } }
     /// Request body length, or `nil` when unknown (a stream of unknown length, or no body yet).
@@ -205,6 +219,7 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
             case .startTransfer:
                 let now = ContinuousClock.now
                 storage.startedAt = now
+                storage.resumedAt = Date()
                 storage.lastActivity = now
                 publish(.resumed, in: &storage)
                 storage.transfer = Task { await Transfer(task: self, session: session).run() }
@@ -500,6 +515,14 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
 
     private func completeLocked(error: FerryError?, in storage: inout Storage) -> Completion {
         storage.error = error
+        let end = Date()
+        let start = min(storage.resumedAt ?? end, end)
+        let metrics = TaskMetrics(
+            transactions: storage.transactions,
+            taskInterval: DateInterval(start: start, end: end)
+        )
+        storage.metrics = metrics
+        publish(.finishedCollectingMetrics(metrics), in: &storage)
         publish(.completed(error), in: &storage)
         let completion = Completion(waiters: storage.completionWaiters, streams: Array(storage.subscribers.values))
         storage.subscribers = [:]

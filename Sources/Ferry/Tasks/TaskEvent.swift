@@ -40,6 +40,8 @@ public enum TaskEvent: Sendable {
     case movedDownload(to: URL)
     /// The downloaded file could not be moved to its destination.
     case failedToMoveDownload(FerryError)
+    /// What the task's requests took; sent once, just before ``completed(_:)``.
+    case finishedCollectingMetrics(TaskMetrics)
     /// The task ended: `nil` is success. Sent exactly once, always last.
     case completed(FerryError?)
 }

@@ -1,0 +1,61 @@
+public import Foundation
+
+#if canImport(FoundationNetworking)
+public import FoundationNetworking
+#endif
+
+/// What a task's requests took, delivered once when it completes
+/// (``SessionDelegate/session(_:task:didFinishCollecting:)``, ``TaskEvent/finishedCollectingMetrics(_:)``,
+/// ``SessionTask/metrics``): URLSession's `URLSessionTaskMetrics`.
+public struct TaskMetrics: Sendable {
+    /// One per request sent, in order: redirects, answered challenges, retries and a
+    /// download's range requests each add one.
+    public var transactions: [TransactionMetrics]
+    /// From `resume()` to completion.
+    public var taskInterval: DateInterval
+    /// How many redirects were followed.
+    public var redirectCount: Int {
+        transactions.filter { $0.reason == .redirect }.count
+    }
+}
+
+/// One request and its response within a task (URLSession's
+/// `URLSessionTaskTransactionMetrics`).
+///
+/// Dates are taken on the way: ``fetchStartDate`` when the request is about to wait for a
+/// connection slot, ``requestStartDate`` when it is handed to the connection,
+/// ``requestEndDate`` when its last byte was written, ``responseStartDate`` when the response
+/// head arrived, ``responseEndDate`` when the body was read (or the request failed).
+/// AsyncHTTPClient does not report when it opens a connection or finishes a TLS handshake,
+/// so connection and TLS times are not available; a request sent over a new connection
+/// has its connection time inside `requestStartDate…responseStartDate`.
+public struct TransactionMetrics: Sendable {
+    /// Why this request was sent.
+    public enum Reason: String, Sendable, Equatable {
+        /// The task's first request.
+        case initial
+        /// To follow a redirect.
+        case redirect
+        /// The same request with credentials, after a challenge.
+        case authentication
+        /// Again, as an interceptor decided.
+        case retry
+        /// A download asking for more (a range after an interruption or a short answer).
+        case resume
+    }
+
+    public var request: URLRequest
+    public var response: HTTPResponse?
+    public var reason: Reason
+    public var fetchStartDate: Date
+    public var requestStartDate: Date?
+    public var requestEndDate: Date?
+    public var responseStartDate: Date?
+    public var responseEndDate: Date?
+    /// Request body bytes sent.
+    public var countOfRequestBodyBytesSent: Int64
+    /// Response body bytes received, as they came over the wire (still encoded).
+    public var countOfResponseBodyBytesReceived: Int64
+    /// `http/1.1` or `h2`, once a response arrived.
+    public var networkProtocolName: String?
+}

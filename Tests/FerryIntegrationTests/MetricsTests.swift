@@ -1,0 +1,101 @@
+import Ferry
+import FerryTestServer
+import Foundation
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Records metrics and completions in the order the delegate sees them.
+final class MetricsDelegate: SessionDelegate {
+    let seen = MutexBox<[String]>([])
+    let metrics = MutexBox<[TaskMetrics]>([])
+
+    func session(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics) {
+        seen.mutate { $0.append("metrics") }
+        self.metrics.mutate { $0.append(metrics) }
+    }
+
+    func session(_ session: Session, task: SessionTask, didCompleteWithError error: FerryError?) {
+        seen.mutate { $0.append("completed") }
+    }
+}
+
+@Suite("Metrics")
+struct MetricsTests {
+    func expectOrdered(_ transaction: TransactionMetrics, in metrics: TaskMetrics) throws {
+        let start = try #require(transaction.requestStartDate)
+        let sent = try #require(transaction.requestEndDate)
+        let first = try #require(transaction.responseStartDate)
+        let end = try #require(transaction.responseEndDate)
+        #expect(metrics.taskInterval.start <= transaction.fetchStartDate)
+        #expect(transaction.fetchStartDate <= start && start <= sent && sent <= first && first <= end)
+        #expect(end <= metrics.taskInterval.end)
+        #expect(transaction.networkProtocolName == "http/1.1")
+    }
+
+    @Test func aRedirectedRequestHasTwoOrderedTransactions() async throws {
+        try await withServer { server in
+            let delegate = MetricsDelegate()
+            let session = try makeSession(delegate: delegate)
+            let (data, _) = try await session.data(from: server.url("/redirect/1?to=/bytes/5000%3Fdelay=50"))
+            #expect(data.count == 5000)
+            try await Task.sleep(for: .milliseconds(100))
+            #expect(delegate.seen.value == ["metrics", "completed"])
+            let metrics = try #require(delegate.metrics.value.first)
+            #expect(metrics.transactions.map(\.reason) == [.initial, .redirect])
+            #expect(metrics.transactions.map { $0.response?.statusCode } == [302, 200])
+            #expect(metrics.redirectCount == 1)
+            #expect(metrics.transactions.last?.countOfResponseBodyBytesReceived == 5000)
+            for transaction in metrics.transactions { try expectOrdered(transaction, in: metrics) }
+            // The server waited 50 ms before the head: the first byte came at least that late.
+            let last = try #require(metrics.transactions.last)
+            let wait = try #require(last.responseStartDate).timeIntervalSince(try #require(last.requestStartDate))
+            #expect(wait >= 0.045)
+            #expect(metrics.transactions[0].fetchStartDate <= metrics.transactions[1].fetchStartDate)
+        }
+    }
+
+    @Test func challengesAndUploadsAreTransactionsToo() async throws {
+        try await withServer { server in
+            let session = try makeSession { $0.credential = Credential(user: "ada", password: "secret") }
+            let task = session.dataTask(with: server.url("/digest-auth/auth/ada/secret/SHA-256"))
+            task.resume()
+            for await _ in task.events {}
+            let metrics = try #require(task.metrics)
+            #expect(metrics.transactions.map(\.reason) == [.initial, .authentication])
+            #expect(metrics.transactions.map { $0.response?.statusCode } == [401, 200])
+            for transaction in metrics.transactions { try expectOrdered(transaction, in: metrics) }
+
+            let upload = session.uploadTask(
+                with: URLRequest(url: server.url("/sink"), method: .post),
+                from: Data(repeating: 7, count: 100_000)
+            )
+            upload.resume()
+            for await _ in upload.events {}
+            let sent = try #require(upload.metrics?.transactions.first)
+            #expect(sent.countOfRequestBodyBytesSent == 100_000)
+            try expectOrdered(sent, in: try #require(upload.metrics))
+        }
+    }
+
+    @Test func cliPrintsMetricsInJSON() async throws {
+        try await withServer { server in
+            let out = try makeTemporaryDirectory("metrics").appendingPathComponent("f")
+            let result = try await ProcessRunner.run(
+                ProcessRunner.ferry,
+                ["get", "--json", "-o", out.path, server.url("/redirect/1?to=/bytes/100").absoluteString]
+            )
+            #expect(result.status == 0)
+            let events = result.stdoutText.split(separator: "\n").compactMap {
+                try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+            }
+            let metrics = try #require(events.first { $0["event"] as? String == "metrics" })
+            #expect(metrics["num_redirects"] as? Int == 1)
+            #expect((metrics["time_total"] as? Double ?? -1) >= 0)
+            #expect((metrics["requests"] as? [[String: Any]])?.count == 2)
+            #expect(events.last?["event"] as? String == "completed")
+        }
+    }
+}
