@@ -49,8 +49,7 @@ struct GetCommand: AsyncParsableCommand {
     @Option(name: [.customShort("H"), .customLong("header")], help: "Add a request header, 'Name: value'.")
     var headers: [String] = []
 
-    @Option(name: [.customShort("u"), .customLong("user")], help: "Basic authentication, 'user:password'.")
-    var user: String?
+    @OptionGroup var connection: ConnectionOptions
 
     @Flag(
         name: [.customShort("c"), .customLong("continue")],
@@ -106,7 +105,11 @@ struct GetCommand: AsyncParsableCommand {
         // one file system: atomic, and no copy.
         var configuration = SessionConfiguration.default
         configuration.retryPolicy = RetryPolicy(maximumRetries: retries)
-        configuration.credential = CommandRequest.credential(from: user)
+        do {
+            try connection.apply(to: &configuration, for: target)
+        } catch {
+            ExitStatus.exit(with: error, json: json)
+        }
         let toStdout = output == nil && !remoteName
         let destination: DownloadDestination?
         if let output {

@@ -14,8 +14,7 @@ struct TransferOptions: ParsableArguments {
     @Option(name: [.customShort("H"), .customLong("header")], help: "Add a request header, 'Name: value'.")
     var headers: [String] = []
 
-    @Option(name: [.customShort("u"), .customLong("user")], help: "Basic authentication, 'user:password'.")
-    var user: String?
+    @OptionGroup var connection: ConnectionOptions
 
     @Option(
         name: [.customShort("o"), .customLong("output")],
@@ -46,11 +45,11 @@ struct TransferOptions: ParsableArguments {
 
 /// Runs an upload task with the progress line, JSON events, and `ferry get`'s exit codes.
 enum UploadRunner {
-    static func run(_ makeTask: (Session) -> UploadTask, options: TransferOptions) async -> Never {
+    static func run(_ makeTask: (Session) -> UploadTask, to url: URL, options: TransferOptions) async -> Never {
         let session: Session
         do {
             var configuration = SessionConfiguration.default
-            configuration.credential = CommandRequest.credential(from: options.user)
+            try options.connection.apply(to: &configuration, for: url)
             session = try Session(configuration: configuration)
         } catch {
             ExitStatus.exit(with: error)
@@ -155,7 +154,11 @@ struct UploadCommand: AsyncParsableCommand {
             ExitStatus.exit(with: error)
         }
         let body = multipart
-        await UploadRunner.run({ $0.uploadTask(with: request, multipartFormData: body) }, options: options)
+        await UploadRunner.run(
+            { $0.uploadTask(with: request, multipartFormData: body) },
+            to: request.url ?? URL(fileURLWithPath: "/"),
+            options: options
+        )
     }
 }
 
@@ -193,6 +196,10 @@ struct PutCommand: AsyncParsableCommand {
             request.setValue(Session.mimeType(forFileNamed: file), forHTTPHeaderField: "Content-Type")
         }
         let fileURL = URL(fileURLWithPath: file)
-        await UploadRunner.run({ $0.uploadTask(with: request, fromFile: fileURL) }, options: options)
+        await UploadRunner.run(
+            { $0.uploadTask(with: request, fromFile: fileURL) },
+            to: request.url ?? URL(fileURLWithPath: "/"),
+            options: options
+        )
     }
 }

@@ -1,5 +1,5 @@
 /// A user name and password for HTTP Basic (RFC 7617) or Digest (RFC 7616) authentication.
-public struct Credential: Sendable, Equatable {
+public struct Credential: Sendable, Hashable {
     public var user: String
     public var password: String
 

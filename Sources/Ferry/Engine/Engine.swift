@@ -12,7 +12,10 @@ import NIOPosix
 /// bytes. The pool's per-host soft limit equals the session's limit, so the connections the
 /// pool opens match the tasks the limiter lets through.
 final class Engine: Sendable {
-    let client: HTTPClient
+    /// Direct connections.
+    private let client: HTTPClient
+    /// Connections through ``SessionConfiguration/proxy``, when there is one.
+    private let proxiedClient: HTTPClient?
     let limiter: HostLimiter
     /// Transfers running per origin of their original request, at most the per-host limit:
     /// the rest wait before they start (see `Transfer.run`).
@@ -22,6 +25,17 @@ final class Engine: Sendable {
 
     init(configuration: SessionConfiguration) {
         self.configuration = configuration
+        client = Self.makeClient(configuration, proxy: nil)
+        proxiedClient = configuration.proxy.map { Self.makeClient(configuration, proxy: $0) }
+        limiter = HostLimiter(limit: configuration.httpMaximumConnectionsPerHost)
+        admission = HostLimiter(limit: configuration.httpMaximumConnectionsPerHost)
+        watchdog = Watchdog(
+            idle: configuration.timeoutIntervalForRequest,
+            resource: configuration.timeoutIntervalForResource
+        )
+    }
+
+    private static func makeClient(_ configuration: SessionConfiguration, proxy: Proxy?) -> HTTPClient {
         var clientConfiguration = HTTPClient.Configuration(
             redirectConfiguration: .disallow,
             timeout: .init(
@@ -37,21 +51,32 @@ final class Engine: Sendable {
         // A refused or failed connection fails the request at once, as URLSession does;
         // retrying is the retry policy's decision, not the pool's.
         clientConfiguration.connectionPool.retryConnectionEstablishment = false
-        client = HTTPClient(
-            eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
-            configuration: clientConfiguration
-        )
-        limiter = HostLimiter(limit: configuration.httpMaximumConnectionsPerHost)
-        admission = HostLimiter(limit: configuration.httpMaximumConnectionsPerHost)
-        watchdog = Watchdog(
-            idle: configuration.timeoutIntervalForRequest,
-            resource: configuration.timeoutIntervalForResource
-        )
+        switch proxy?.kind {
+        case .http?:
+            let authorization = proxy?.credential.map {
+                HTTPClient.Authorization.basic(username: $0.user, password: $0.password)
+            }
+            clientConfiguration.proxy = proxy.map {
+                .server(host: $0.host, port: $0.port, authorization: authorization)
+            }
+        case .socks5?:
+            clientConfiguration.proxy = proxy.map { .socksServer(host: $0.host, port: $0.port) }
+        case nil:
+            break
+        }
+        return HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: clientConfiguration)
+    }
+
+    /// The client for a request to `url`: through the session's proxy unless it bypasses it.
+    func client(for url: URL) -> HTTPClient {
+        guard let proxiedClient, configuration.proxy?.applies(to: url) == true else { return client }
+        return proxiedClient
     }
 
     deinit {
         // The shutdown's own callbacks keep the client alive until its pool has closed.
         client.shutdown { _ in }
+        proxiedClient?.shutdown { _ in }
     }
 
     /// Returns after every event loop of the group has run the work queued on it so far.
@@ -63,6 +88,7 @@ final class Engine: Sendable {
 
     func shutdown() async {
         try? await client.shutdown()
+        try? await proxiedClient?.shutdown()
     }
 
     /// Runs `body` while holding one of the origin's connection slots.

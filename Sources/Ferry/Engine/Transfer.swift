@@ -415,7 +415,7 @@ final class Transfer: Sendable {
             let stream = ResponseStream(onActivity: { task.touch() })
             stream.start(
                 try HTTPClient.Request(url: url, method: method, headers: headers),
-                on: engine.client
+                on: engine.client(for: url)
             )
             do {
                 return (try await stream.head(), ResponseBody(stream), stream)
@@ -429,7 +429,7 @@ final class Transfer: Sendable {
         clientRequest.headers = headers
         let chunks = CountingChunks(base: body.chunks(), task: origin)
         clientRequest.body = .stream(chunks, length: body.length.map { .known($0) } ?? .unknown)
-        let response = try await engine.client.execute(clientRequest, deadline: .distantFuture)
+        let response = try await engine.client(for: url).execute(clientRequest, deadline: .distantFuture)
         let head = HTTPResponseHead(version: response.version, status: response.status, headers: response.headers)
         return (head, ResponseBody(response.body), nil)
     }

@@ -84,6 +84,11 @@ public struct SessionConfiguration: Sendable {
     /// original request, never to another origin a redirect leads to.
     public var credential: Credential?
 
+    /// The proxy connections go through, or `nil` for direct connections. The environment's
+    /// `http_proxy` and friends are not read by the library (``Proxy/fromEnvironment(_:for:)``
+    /// does it when asked; the `ferry` command does).
+    public var proxy: Proxy?
+
     /// Where cookies are kept and read from; `nil` sends and keeps none (URLSession's
     /// `httpCookieStorage`). `.default` uses ``CookieStore/shared``; `.ephemeral` a store of
     /// its own, in memory.

@@ -1,0 +1,98 @@
+public import Foundation
+
+/// A proxy a session's connections go through: HTTP (every request tunnelled with
+/// `CONNECT`, for `http` and `https` alike) or SOCKS5 (URLSession's
+/// `connectionProxyDictionary`).
+///
+/// ```swift
+/// configuration.proxy = .http(host: "proxy.internal", port: 3128,
+///                             credential: Credential(user: "me", password: "…"),
+///                             bypass: ["localhost", ".internal"])
+/// ```
+public struct Proxy: Sendable, Hashable {
+    public enum Kind: Sendable, Hashable {
+        /// An HTTP proxy, spoken to with `CONNECT`; `Proxy-Authorization: Basic` when a
+        /// credential is given.
+        case http
+        /// A SOCKS5 proxy without authentication (RFC 1928).
+        case socks5
+    }
+
+    public var kind: Kind
+    public var host: String
+    public var port: Int
+    /// Sent to an HTTP proxy as `Proxy-Authorization: Basic` with every `CONNECT`.
+    public var credential: Credential?
+    /// Hosts reached directly, as curl's `no_proxy`: a name matches itself and its
+    /// subdomains (`example.com` and `.example.com` both cover `a.example.com`); `*` matches
+    /// every host.
+    public var bypass: [String]
+
+    public init(kind: Kind, host: String, port: Int, credential: Credential? = nil, bypass: [String] = []) {
+        self.kind = kind
+        self.host = host
+        self.port = port
+        self.credential = credential
+        self.bypass = bypass
+    }
+
+    public static func http(host: String, port: Int, credential: Credential? = nil, bypass: [String] = []) -> Proxy {
+        Proxy(kind: .http, host: host, port: port, credential: credential, bypass: bypass)
+    }
+
+    public static func socks5(host: String, port: Int = 1080, bypass: [String] = []) -> Proxy {
+        Proxy(kind: .socks5, host: host, port: port, credential: nil, bypass: bypass)
+    }
+
+    /// Whether a request to `url` goes through this proxy.
+    public func applies(to url: URL) -> Bool {
+        guard let host = url.host?.lowercased() else { return false }
+        for entry in bypass {
+            var name = entry.trimmingWhitespace().lowercased()
+            if name == "*" { return false }
+            if name.hasPrefix(".") { name.removeFirst() }
+            if name.isEmpty { continue }
+            if host == name || host.hasSuffix("." + name) { return false }
+        }
+        return true
+    }
+
+    /// The proxy curl would use for `url` given `environment`: `https_proxy` for https,
+    /// `http_proxy` (lowercase only, as curl, since CGI sets `HTTP_PROXY` from a request
+    /// header) for http, `all_proxy` otherwise; `no_proxy` as ``bypass``. Values are
+    /// `[scheme://][user:password@]host[:port]`; `socks5://` and `socks5h://` give SOCKS5,
+    /// anything else HTTP (default port 1080).
+    public static func fromEnvironment(_ environment: [String: String], for url: URL) -> Proxy? {
+        func value(_ name: String, uppercase: Bool = true) -> String? {
+            let found = environment[name] ?? (uppercase ? environment[name.uppercased()] : nil)
+            return found?.isEmpty == false ? found : nil
+        }
+        let scheme = url.scheme?.lowercased()
+        let raw =
+            (scheme == "https" ? value("https_proxy") : scheme == "http" ? value("http_proxy", uppercase: false) : nil)
+            ?? value("all_proxy")
+        guard let raw, var proxy = Proxy(address: raw) else { return nil }
+        proxy.bypass = (value("no_proxy") ?? "").split(separator: ",").map(String.init)
+        return proxy.applies(to: url) ? proxy : nil
+    }
+
+    /// A proxy written as curl takes it: `[scheme://][user:password@]host[:port]`, where
+    /// `socks5://` or `socks5h://` means SOCKS5 and `http://` (or nothing) HTTP; the port
+    /// defaults to 1080. `nil` for anything else.
+    public init?(address text: String) {
+        let withScheme = text.contains("://") ? text : "http://" + text
+        guard let components = URLComponents(string: withScheme), let host = components.host, !host.isEmpty else {
+            return nil
+        }
+        let scheme = components.scheme?.lowercased() ?? "http"
+        let kind: Kind = scheme.hasPrefix("socks5") ? .socks5 : .http
+        guard kind == .socks5 || scheme == "http" || scheme == "https" else { return nil }
+        let credential = components.user.map {
+            Credential(
+                user: $0.removingPercentEncoding ?? $0,
+                password: components.password?.removingPercentEncoding ?? ""
+            )
+        }
+        self.init(kind: kind, host: host, port: components.port ?? 1080, credential: credential, bypass: [])
+    }
+}

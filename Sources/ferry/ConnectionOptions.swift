@@ -1,0 +1,49 @@
+import ArgumentParser
+import Ferry
+import Foundation
+
+/// How every `ferry` command reaches the server: credentials, proxy, cookie file.
+struct ConnectionOptions: ParsableArguments {
+    @Option(
+        name: [.customShort("u"), .customLong("user")],
+        help: "Credentials, 'user:password': answer the server's Digest or Basic challenge (never sent unasked)."
+    )
+    var user: String?
+
+    @Option(
+        name: [.customShort("x"), .customLong("proxy")],
+        help: "Proxy, '[http://|socks5://][user:password@]host[:port]' (default: http_proxy, https_proxy, all_proxy)."
+    )
+    var proxy: String?
+
+    @Option(name: .customLong("noproxy"), help: "Hosts to reach directly, comma-separated (default: no_proxy).")
+    var noProxy: String?
+
+    @Option(
+        name: [.customShort("b"), .customLong("cookies")],
+        help: "Cookie file (JSON, created if missing): cookies in it are sent, cookies received are saved to it."
+    )
+    var cookieFile: String?
+
+    func validate() throws {
+        if let proxy, Proxy(address: proxy) == nil { throw ValidationError("'\(proxy)' is not a proxy address.") }
+    }
+
+    /// Puts these options into `configuration` for a request to `url`.
+    func apply(to configuration: inout SessionConfiguration, for url: URL) throws {
+        configuration.credential = CommandRequest.credential(from: user)
+        let environment = ProcessInfo.processInfo.environment
+        if let address = proxy, var chosen = Proxy(address: address) {
+            chosen.bypass = (noProxy ?? environment["no_proxy"] ?? environment["NO_PROXY"] ?? "")
+                .split(separator: ",").map(String.init)
+            configuration.proxy = chosen.applies(to: url) ? chosen : nil
+        } else {
+            var variables = environment
+            if let noProxy { variables["no_proxy"] = noProxy }
+            configuration.proxy = Proxy.fromEnvironment(variables, for: url)
+        }
+        // Without a cookie file, a command keeps cookies for its own redirects only.
+        configuration.cookieStore =
+            try cookieFile.map { try CookieStore(persistingTo: URL(fileURLWithPath: $0)) } ?? CookieStore()
+    }
+}
