@@ -2,6 +2,7 @@ public import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 import Synchronization
 
 /// A real HTTP/1.1 server on loopback for Ferry's tests: deterministic content of any size,
@@ -22,6 +23,8 @@ public final class FerryTestServer: Sendable {
     /// The port the server listens on.
     public let port: Int
     /// The address it listens on.
+    /// `http`, or `https` for a server started with TLS.
+    public let scheme: String
     public let host: String
     private let channel: NIOAsyncChannel<NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>, Never>
     private let acceptLoop: Mutex<Task<Void, Never>?> = Mutex(nil)
@@ -77,21 +80,33 @@ public final class FerryTestServer: Sendable {
     private init(
         channel: NIOAsyncChannel<NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>, Never>,
         host: String,
-        port: Int
+        port: Int,
+        scheme: String
     ) {
         self.channel = channel
         self.host = host
         self.port = port
+        self.scheme = scheme
     }
 
-    /// Starts a server on `host` and `port` (0 picks a free port).
-    public static func start(host: String = "127.0.0.1", port: Int = 0) async throws -> FerryTestServer {
+    /// Starts a server on `host` and `port` (0 picks a free port); with `tls`, it speaks
+    /// HTTPS with that identity, and with `clientCA` it asks for client certificates.
+    public static func start(
+        host: String = "127.0.0.1",
+        port: Int = 0,
+        tls identity: TestPKI.Identity? = nil,
+        requireClientCertificatesFrom clientCA: String? = nil
+    ) async throws -> FerryTestServer {
+        let tls = try identity.map {
+            try NIOSSLContext(configuration: $0.serverConfiguration(requiringClientCertificatesFrom: clientCA))
+        }
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .bind(host: host, port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    if let tls { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls)) }
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                     return try NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>(
                         wrappingChannelSynchronously: channel
@@ -99,17 +114,22 @@ public final class FerryTestServer: Sendable {
                 }
             }
         let boundPort = channel.channel.localAddress?.port ?? port
-        let server = FerryTestServer(channel: channel, host: host, port: boundPort)
+        let server = FerryTestServer(
+            channel: channel,
+            host: host,
+            port: boundPort,
+            scheme: tls == nil ? "http" : "https"
+        )
         let loop = Task { await server.acceptConnections() }
         server.acceptLoop.withLock { $0 = loop }
         return server
     }
 
-    /// `http://host:port`.
-    public var baseURL: URL { URL(string: "http://\(host):\(port)")! }
+    /// `http://host:port` (`https` with TLS).
+    public var baseURL: URL { URL(string: "\(scheme)://\(host):\(port)")! }
 
     /// A URL on this server; `pathAndQuery` starts with `/`.
-    public func url(_ pathAndQuery: String) -> URL { URL(string: "http://\(host):\(port)\(pathAndQuery)")! }
+    public func url(_ pathAndQuery: String) -> URL { URL(string: "\(scheme)://\(host):\(port)\(pathAndQuery)")! }
 
     /// Connection counts so far.
     public var connectionStats: ConnectionStats { stats.withLock { $0 } }

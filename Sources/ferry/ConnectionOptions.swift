@@ -25,6 +25,18 @@ struct ConnectionOptions: ParsableArguments {
     )
     var cookieFile: String?
 
+    @Option(name: .customLong("cacert"), help: "Trust the certificates in this PEM file instead of the system's.")
+    var caCertificates: String?
+
+    @Option(
+        name: .customLong("pin"),
+        help: "Trust only the certificates in this PEM file for the URL's host (its chain must lead to one)."
+    )
+    var pinnedCertificates: String?
+
+    @Flag(name: [.customShort("k"), .customLong("insecure")], help: "Accept any server certificate (unsafe).")
+    var insecure = false
+
     func validate() throws {
         if let proxy, Proxy(address: proxy) == nil { throw ValidationError("'\(proxy)' is not a proxy address.") }
     }
@@ -42,8 +54,21 @@ struct ConnectionOptions: ParsableArguments {
             if let noProxy { variables["no_proxy"] = noProxy }
             configuration.proxy = Proxy.fromEnvironment(variables, for: url)
         }
+        if let caCertificates { configuration.tls.trustRoots = .custom(pem: try Self.read(caCertificates)) }
+        if let pinnedCertificates, let host = url.host {
+            configuration.tls.pinnedCertificates[host.lowercased()] = try Self.read(pinnedCertificates)
+        }
+        configuration.tls.allowsInvalidCertificates = insecure
         // Without a cookie file, a command keeps cookies for its own redirects only.
         configuration.cookieStore =
             try cookieFile.map { try CookieStore(persistingTo: URL(fileURLWithPath: $0)) } ?? CookieStore()
+    }
+
+    private static func read(_ path: String) throws -> String {
+        do {
+            return try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw FerryError(.fileSystem, "Cannot read '\(path)'.", underlying: error)
+        }
     }
 }

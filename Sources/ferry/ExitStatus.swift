@@ -10,6 +10,7 @@ enum ExitStatus {
         switch error.reason {
         case .invalidURL, .invalidRequest: 3
         case .network: 7
+        case .secureConnectionFailed: 60
         case .badServerResponse: 8
         case .unacceptableStatusCode, .unacceptableContentType: 22
         case .fileSystem, .uploadBodyFailed, .destinationInUse: 23

@@ -21,12 +21,15 @@ final class Engine: Sendable {
     /// the rest wait before they start (see `Transfer.run`).
     let admission: HostLimiter
     let watchdog: Watchdog
+    /// Trust and identity for https (pinned hosts get their own configuration per request).
+    let tls: ResolvedTLS
     let configuration: SessionConfiguration
 
-    init(configuration: SessionConfiguration) {
+    init(configuration: SessionConfiguration, tls: ResolvedTLS) {
         self.configuration = configuration
-        client = Self.makeClient(configuration, proxy: nil)
-        proxiedClient = configuration.proxy.map { Self.makeClient(configuration, proxy: $0) }
+        self.tls = tls
+        client = Self.makeClient(configuration, tls: tls, proxy: nil)
+        proxiedClient = configuration.proxy.map { Self.makeClient(configuration, tls: tls, proxy: $0) }
         limiter = HostLimiter(limit: configuration.httpMaximumConnectionsPerHost)
         admission = HostLimiter(limit: configuration.httpMaximumConnectionsPerHost)
         watchdog = Watchdog(
@@ -35,7 +38,8 @@ final class Engine: Sendable {
         )
     }
 
-    private static func makeClient(_ configuration: SessionConfiguration, proxy: Proxy?) -> HTTPClient {
+    private static func makeClient(_ configuration: SessionConfiguration, tls: ResolvedTLS, proxy: Proxy?) -> HTTPClient
+    {
         var clientConfiguration = HTTPClient.Configuration(
             redirectConfiguration: .disallow,
             timeout: .init(
@@ -51,6 +55,7 @@ final class Engine: Sendable {
         // A refused or failed connection fails the request at once, as URLSession does;
         // retrying is the retry policy's decision, not the pool's.
         clientConfiguration.connectionPool.retryConnectionEstablishment = false
+        if let base = tls.base { clientConfiguration.tlsConfiguration = base }
         switch proxy?.kind {
         case .http?:
             let authorization = proxy?.credential.map {

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
+import NIOSSL
 import Synchronization
 
 #if canImport(FoundationNetworking)
@@ -414,7 +415,13 @@ final class Transfer: Sendable {
             let task = origin
             let stream = ResponseStream(onActivity: { task.touch() })
             stream.start(
-                try HTTPClient.Request(url: url, method: method, headers: headers),
+                try HTTPClient.Request(
+                    url: url,
+                    method: method,
+                    headers: headers,
+                    body: nil,
+                    tlsConfiguration: engine.tls.override(for: url)
+                ),
                 on: engine.client(for: url)
             )
             do {
@@ -427,6 +434,7 @@ final class Transfer: Sendable {
         var clientRequest = HTTPClientRequest(url: url.absoluteString)
         clientRequest.method = method
         clientRequest.headers = headers
+        clientRequest.tlsConfiguration = engine.tls.override(for: url)
         let chunks = CountingChunks(base: body.chunks(), task: origin)
         clientRequest.body = .stream(chunks, length: body.length.map { .known($0) } ?? .unknown)
         let response = try await engine.client(for: url).execute(clientRequest, deadline: .distantFuture)
@@ -636,6 +644,13 @@ final class Transfer: Sendable {
             default:
                 return FerryError(.network, "The transfer failed.", underlying: error)
             }
+        }
+        if error is NIOSSLError || error is BoringSSLError {
+            return FerryError(
+                .secureConnectionFailed,
+                "The TLS handshake failed: the server's certificate is not trusted for this host (or not the pinned one).",
+                underlying: error
+            )
         }
         if error is HTTPParserError {
             return FerryError(.badServerResponse, "The server's response is not valid HTTP.", underlying: error)

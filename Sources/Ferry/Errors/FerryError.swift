@@ -32,6 +32,9 @@ public struct FerryError: Error, Sendable, Equatable, CustomStringConvertible {
         case timedOut(Timeout)
         /// The connection could not be made or broke while the transfer ran.
         case network
+        /// The TLS handshake failed: most often the server's certificate is not trusted (not
+        /// signed by a trusted root, not for this host, expired, or not the pinned one).
+        case secureConnectionFailed
         /// The server answered something that is not valid HTTP for this request (for example a
         /// body shorter than its `Content-Length`).
         case badServerResponse

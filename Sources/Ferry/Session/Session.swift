@@ -55,7 +55,7 @@ public final class Session: Sendable {
     public init(configuration: SessionConfiguration = .default, delegate: (any SessionDelegate)? = nil) throws {
         let configuration = try configuration.validated()
         self.configuration = configuration
-        engine = Engine(configuration: configuration)
+        engine = Engine(configuration: configuration, tls: try configuration.tls.resolved())
         state = Mutex(State(delegate: delegate))
         hub = EventHub(hasDelegate: delegate != nil)
         startDelivery()
@@ -69,7 +69,7 @@ public final class Session: Sendable {
 
     private init(unvalidated configuration: SessionConfiguration) {
         self.configuration = configuration
-        engine = Engine(configuration: configuration)
+        engine = Engine(configuration: configuration, tls: ResolvedTLS(base: nil, pinned: [:]))
         state = Mutex(State())
         hub = EventHub(hasDelegate: false)
         startDelivery()

@@ -84,6 +84,10 @@ public struct SessionConfiguration: Sendable {
     /// original request, never to another origin a redirect leads to.
     public var credential: Credential?
 
+    /// Whom to trust over `https` (system roots by default, validation always on), pins,
+    /// and a client certificate.
+    public var tls = TLSOptions()
+
     /// The proxy connections go through, or `nil` for direct connections. The environment's
     /// `http_proxy` and friends are not read by the library (``Proxy/fromEnvironment(_:for:)``
     /// does it when asked; the `ferry` command does).
