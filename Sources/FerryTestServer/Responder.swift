@@ -86,6 +86,8 @@ struct Responder {
             return try await basicAuth(segments)
         case "cookies":
             return try await cookies(segments)
+        case "cached":
+            return try await cached(segments)
         case "digest-auth":
             return try await digestAuth(segments)
         case "bearer":
@@ -269,6 +271,29 @@ struct Responder {
             headers: [("WWW-Authenticate", "Basic realm=\"ferry\""), ("Content-Type", "text/plain")],
             body: Data("authentication required\n".utf8)
         )
+    }
+
+    /// `/cached/NAME`: "NAME vN" with `ETag: "vN"` (N from ``FerryTestServer/setVersion``'s
+    /// seed, 0 by default) and `Cache-Control` from `?cc=` (default `max-age=60`); answers
+    /// `304` to a matching `If-None-Match`. `?vary=Name` adds `Vary: Name` and puts that
+    /// request field's value in the body.
+    private func cached(_ segments: [String]) async throws -> Bool {
+        let name = segments.count >= 2 ? segments[1] : "default"
+        let version = server.versions.withLock { $0[name]?.seed } ?? 0
+        let tag = "\"v\(version)\""
+        var headers: [(String, String)] = [
+            ("ETag", tag), ("Cache-Control", request.query["cc"] ?? "max-age=60"), ("Date", Self.httpDate(Date())),
+        ]
+        var body = "\(name) v\(version)"
+        if let vary = request.query["vary"] {
+            headers.append(("Vary", vary))
+            body += " for \(request.headers.first(name: vary) ?? "-")"
+        }
+        if request.headers.first(name: "if-none-match") == tag {
+            return try await send(.notModified, headers: headers, body: nil)
+        }
+        headers.append(("Content-Type", "text/plain"))
+        return try await send(.ok, headers: headers, body: Data(body.utf8))
     }
 
     /// `/cookies` echoes the `Cookie` header as JSON; `/cookies/set?h=SET-COOKIE` sends that

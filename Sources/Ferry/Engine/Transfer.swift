@@ -319,6 +319,11 @@ final class Transfer: Sendable {
             return try await download(delivery: delivery, resume: resume)
         case .data, .upload:
             let request = origin.originalRequest
+            if case .data = origin.plan, let cache = configuration.responseCache,
+                request.method == .get, request.httpBody == nil
+            {
+                return try await loadThroughCache(request, cache: cache)
+            }
             return try await send(request, body: initialBody(for: request)) { body, head in
                 origin.didReceive(response: head)
                 return try await consumeInMemory(body, head: head)
@@ -475,7 +480,7 @@ final class Transfer: Sendable {
 
     // MARK: Bodies in memory
 
-    private func consumeInMemory(_ body: ResponseBody, head: HTTPResponse) async throws -> TaskOutcome {
+    func consumeInMemory(_ body: ResponseBody, head: HTTPResponse) async throws -> TaskOutcome {
         if let delegate = session.delegate {
             let session = self.session
             let task = self.origin

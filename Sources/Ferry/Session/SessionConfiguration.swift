@@ -93,6 +93,11 @@ public struct SessionConfiguration: Sendable {
     /// does it when asked; the `ferry` command does).
     public var proxy: Proxy?
 
+    /// Where data tasks' `GET` responses are kept and looked up (URLSession's `urlCache`),
+    /// or `nil` for none, the default: a cache shared by everything a process fetches is a
+    /// choice to make, not a surprise to find in a server. See ``ResponseCache``.
+    public var responseCache: ResponseCache?
+
     /// Where cookies are kept and read from; `nil` sends and keeps none (URLSession's
     /// `httpCookieStorage`). `.default` uses ``CookieStore/shared``; `.ephemeral` a store of
     /// its own, in memory.

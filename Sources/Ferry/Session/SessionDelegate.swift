@@ -51,6 +51,13 @@ public protocol SessionDelegate: AnyObject, Sendable {
     ) async -> ChallengeDisposition
     /// What the task's requests took; called once, just before its completion.
     func session(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics)
+    /// A data task's response is about to be stored in the session's ``ResponseCache``;
+    /// return it (changed or not) to store, or `nil` to store nothing.
+    func session(
+        _ session: Session,
+        dataTask: SessionTask,
+        willCacheResponse proposedResponse: CachedResponse
+    ) async -> CachedResponse?
     /// Body bytes arrived for a data or upload task.
     func session(_ session: Session, dataTask: SessionTask, didReceive data: Data)
     /// Request body bytes were sent.
@@ -108,6 +115,11 @@ extension SessionDelegate {
         didReceive challenge: AuthenticationChallenge
     ) async -> ChallengeDisposition { .performDefaultHandling }
     public func session(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics) {}
+    public func session(
+        _ session: Session,
+        dataTask: SessionTask,
+        willCacheResponse proposedResponse: CachedResponse
+    ) async -> CachedResponse? { proposedResponse }
     public func session(_ session: Session, dataTask: SessionTask, didReceive data: Data) {}
     public func session(
         _ session: Session,

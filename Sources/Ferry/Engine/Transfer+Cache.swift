@@ -1,0 +1,76 @@
+import Foundation
+import NIOCore
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+extension Transfer {
+    /// A data task's `GET` through the session's ``ResponseCache``, as the request's
+    /// `cachePolicy` says (see ``ResponseCache``).
+    func loadThroughCache(_ request: URLRequest, cache: ResponseCache) async throws -> TaskOutcome {
+        let policy = request.cachePolicy
+        let ignoresCache = policy == .reloadIgnoringLocalCacheData || policy == .reloadIgnoringLocalAndRemoteCacheData
+        let stored = ignoresCache ? nil : cache.cachedResponse(for: request)
+        if let stored {
+            switch policy {
+            case .returnCacheDataDontLoad, .returnCacheDataElseLoad:
+                return try await deliverCached(stored)
+            default:
+                if policy != .reloadRevalidatingCacheData, CacheRules.isFresh(stored, for: request, now: Date()) {
+                    return try await deliverCached(stored)
+                }
+            }
+        } else if policy == .returnCacheDataDontLoad {
+            throw FerryError(
+                .network,
+                "The response is not in the cache, and the request's cache policy (returnCacheDataDontLoad) forbids loading it."
+            )
+        }
+        let conditional = stored.flatMap { CacheRules.conditionalRequest(request, for: $0) } ?? request
+        let requestTime = Date()
+        return try await send(conditional, body: nil) { body, head in
+            if head.statusCode == 304, let stored {
+                // Not modified: the stored body, with the 304's fresh metadata.
+                await drain(body)
+                let freshened = stored.freshened(by: head, requestTime: requestTime, responseTime: Date())
+                if let accepted = await willCache(freshened) { cache.store(accepted, for: request) }
+                return try await deliverCached(freshened)
+            }
+            origin.didReceive(response: head)
+            let outcome = try await consumeInMemory(body, head: head)
+            if case .data(let data) = outcome, CacheRules.isStorable(head, for: request) {
+                let entry = CachedResponse(
+                    response: head,
+                    body: data,
+                    request: request,
+                    requestTime: requestTime,
+                    responseTime: Date()
+                )
+                if let accepted = await willCache(entry) { cache.store(accepted, for: request) }
+            } else if head.statusCode != 304, !CacheRules.isStorable(head, for: request) {
+                // RFC 9111 §4.4: a response that cannot be stored invalidates nothing for a
+                // GET, but a stale entry it replaces must not answer again.
+                if stored != nil { cache.removeCachedResponse(for: request) }
+            }
+            return outcome
+        }
+    }
+
+    /// Hands a stored response to the task as if it had just arrived.
+    private func deliverCached(_ cached: CachedResponse) async throws -> TaskOutcome {
+        let head = cached.response
+        origin.didReceive(response: head)
+        return try await consumeInMemory(ResponseBody(buffered: [ByteBuffer(bytes: cached.body)]), head: head)
+    }
+
+    /// What the delegate lets the cache keep (all of it, without a delegate).
+    private func willCache(_ proposed: CachedResponse) async -> CachedResponse? {
+        guard let delegate = session.delegate else { return proposed }
+        let session = self.session
+        let task = self.origin
+        return await session.askDelegate {
+            await delegate.session(session, dataTask: task, willCacheResponse: proposed)
+        }
+    }
+}
