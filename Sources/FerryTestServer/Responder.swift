@@ -88,6 +88,12 @@ struct Responder {
             return try await cookies(segments)
         case "cached":
             return try await cached(segments)
+        case "many-headers":
+            // /many-headers?count=N&size=BYTES: N fields X-Filler-i, each value BYTES long.
+            let count = Int(request.queryInt("count") ?? 10)
+            let size = Int(request.queryInt("size") ?? 10)
+            let fields = (0..<count).map { ("X-Filler-\($0)", String(repeating: "f", count: size)) }
+            return try await send(.ok, headers: fields, body: Data("ok\n".utf8))
         case "digest-auth":
             return try await digestAuth(segments)
         case "bearer":

@@ -87,3 +87,29 @@ struct QueueTimeoutTests {
         }
     }
 }
+
+@Suite("Limits against hostile servers")
+struct HostileServerTests {
+    @Test func tooManyOrTooLargeHeadersFailClearly() async throws {
+        try await withServer { server in
+            let session = try makeSession()
+            let (_, fine) = try await session.data(from: server.url("/many-headers?count=50&size=100"))
+            #expect(fine.statusCode == 200)
+            for query in ["count=500&size=1", "count=100&size=1000", "count=1&size=100000"] {
+                await #expect {
+                    try await session.data(from: server.url("/many-headers?\(query)"))
+                } throws: { error in
+                    (error as? FerryError)?.reason == .badServerResponse
+                }
+            }
+            // CR or LF in a header value never reaches the server: Foundation's URLRequest drops
+            // such a value, and Ferry refuses any that gets through (unit-tested).
+            var request = URLRequest(url: server.url("/echo"))
+            request.setValue("a\r\nInjected: yes", forHTTPHeaderField: "X-Bad")
+            _ = try? await session.data(for: request)
+            #expect(
+                server.requests(to: "/echo").allSatisfy { $0.headers["injected"] == nil && $0.headers["x-bad"] == nil }
+            )
+        }
+    }
+}

@@ -174,6 +174,7 @@ final class Transfer: Sendable {
                         headers: HeaderFields(response.head.headers.map { (name: $0.name, value: $0.value) }),
                         httpVersion: "HTTP/\(response.head.version.major).\(response.head.version.minor)"
                     )
+                    try checkHeaderLimits(head)
                     cookies?.store(setCookieFields: head.headers.values(for: "Set-Cookie"), from: url)
                     transaction.response = head
                     if let retry = try await authenticate(
@@ -268,6 +269,20 @@ final class Transfer: Sendable {
                 challengesAnswered = 0
                 if body != nil { origin.resetSentBytes() }
             }
+        }
+    }
+
+    /// Refuses a response head larger than the configuration allows.
+    private func checkHeaderLimits(_ head: HTTPResponse) throws {
+        let count = head.headers.fields.count
+        let bytes = head.headers.fields.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }
+        guard count <= configuration.maximumResponseHeaderCount, bytes <= configuration.maximumResponseHeaderBytes
+        else {
+            throw FerryError(
+                .badServerResponse,
+                "The response head has \(count) fields and \(bytes) bytes; the limits are \(configuration.maximumResponseHeaderCount) fields and \(configuration.maximumResponseHeaderBytes) bytes.",
+                response: head
+            )
         }
     }
 

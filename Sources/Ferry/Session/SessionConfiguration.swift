@@ -93,6 +93,12 @@ public struct SessionConfiguration: Sendable {
     /// does it when asked; the `ferry` command does).
     public var proxy: Proxy?
 
+    /// Most header fields a response may have, and most bytes of them together: a server
+    /// that sends more fails the task with ``FerryError/Reason/badServerResponse`` before any
+    /// of it is used. (The HTTP parser also refuses a head over 80 KiB.)
+    public var maximumResponseHeaderCount = 200
+    public var maximumResponseHeaderBytes = 64 * 1024
+
     /// Where data tasks' `GET` responses are kept and looked up (URLSession's `urlCache`),
     /// or `nil` for none, the default: a cache shared by everything a process fetches is a
     /// choice to make, not a surprise to find in a server. See ``ResponseCache``.
