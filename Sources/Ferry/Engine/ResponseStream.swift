@@ -331,3 +331,16 @@ private final class ByteTally: Sendable {
     var value: Int64 { count.withLock { $0 } }
     func add(_ bytes: Int) { count.withLock { $0 += Int64(bytes) } }
 }
+
+extension HTTPResponse {
+    /// The response `head` that came for a request to `url`.
+    init(url: URL, head: HTTPResponseHead) {
+        self.init(
+            url: url,
+            statusCode: Int(head.status.code),
+            reasonPhrase: head.status.reasonPhrase,
+            headers: HeaderFields(head.headers.map { (name: $0.name, value: $0.value) }),
+            httpVersion: "HTTP/\(head.version.major).\(head.version.minor)"
+        )
+    }
+}

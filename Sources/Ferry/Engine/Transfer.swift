@@ -117,31 +117,34 @@ final class Transfer: Sendable {
         consume: (ResponseBody, HTTPResponse) async throws -> Result
     ) async throws -> Result {
         let interceptor = configuration.interceptor
-        var request = try await adapt(request, with: interceptor)
-        var body = body
-        var redirects = 0
-        var challengesAnswered = 0
-        var interceptorRetries = 0
-        let userAuthorization = request.value(forHTTPHeaderField: "Authorization") != nil
-        let cookies = configuration.cookieStore
-        let userCookies = request.value(forHTTPHeaderField: "Cookie") != nil
-        let home = request.url.map(Origin.init)
-        var visited: [String: Int] = [:]
-        var reason: TransactionMetrics.Reason = origin.hasTransactions ? .resume : .initial
+        var hops = Hops(
+            request: try await adapt(request, with: interceptor),
+            body: body,
+            reason: origin.hasTransactions ? .resume : .initial
+        )
+        let userAuthorization = hops.request.value(forHTTPHeaderField: "Authorization") != nil
+        let userCookies = hops.request.value(forHTTPHeaderField: "Cookie") != nil
+        let home = hops.request.url.map(Origin.init)
         while true {
             try await origin.waitWhilePaused()
-            guard let url = request.url else { throw FerryError(.invalidURL, "The request has no URL.") }
+            guard let url = hops.request.url else { throw FerryError(.invalidURL, "The request has no URL.") }
             // The store's cookies for this hop (a redirect may lead where others apply).
-            if let cookies, !userCookies {
-                request.setValue(cookies.headerValue(for: url), forHTTPHeaderField: "Cookie")
+            // (Setting a URLRequest field copies the request: only when something changes.)
+            if let cookies = configuration.cookieStore, !userCookies {
+                let value = cookies.headerValue(for: url)
+                if value != hops.request.value(forHTTPHeaderField: "Cookie") {
+                    hops.request.setValue(value, forHTTPHeaderField: "Cookie")
+                }
             }
-            let currentRequest = request
-            let currentBody = body
+            let currentRequest = hops.request
+            let currentBody = hops.body
+            let challengesAnswered = hops.challengesAnswered
+            let redirects = hops.redirects
             origin.setQueued(true)
             var responded = false
             var transaction = TransactionMetrics(
                 request: currentRequest,
-                reason: reason,
+                reason: hops.reason,
                 fetchStartDate: Date(),
                 countOfRequestBodyBytesSent: 0,
                 countOfResponseBodyBytesReceived: 0
@@ -158,118 +161,113 @@ final class Transfer: Sendable {
                     origin.touch()
                     transaction.requestStartDate = Date()
                     let response = try await exchange(currentRequest, body: currentBody)
+                    responded = true
                     transaction.responseStartDate = Date()
                     transaction.requestEndDate = response.stream?.requestSentAt ?? transaction.responseStartDate
                     transaction.networkProtocolName = response.head.version.major >= 2 ? "h2" : "http/1.1"
-                    responded = true
                     defer {
                         response.body.abandon()
                         transaction.countOfResponseBodyBytesReceived = response.body.bytesRead
                     }
                     origin.touch()
-                    let head = HTTPResponse(
-                        url: url,
-                        statusCode: Int(response.head.status.code),
-                        reasonPhrase: response.head.status.reasonPhrase,
-                        headers: HeaderFields(response.head.headers.map { (name: $0.name, value: $0.value) }),
-                        httpVersion: "HTTP/\(response.head.version.major).\(response.head.version.minor)"
-                    )
+                    let head = HTTPResponse(url: url, head: response.head)
                     try checkHeaderLimits(head)
-                    cookies?.store(setCookieFields: head.headers.values(for: "Set-Cookie"), from: url)
+                    configuration.cookieStore?.store(setCookieFields: head.headers.values(for: "Set-Cookie"), from: url)
                     transaction.response = head
-                    if let retry = try await authenticate(
-                        currentRequest,
+                    return try await nextStep(
                         after: head,
+                        body: response.body,
+                        request: currentRequest,
+                        requestBody: currentBody,
                         home: home,
-                        failures: challengesAnswered,
-                        userAuthorization: userAuthorization
-                    ) {
-                        guard currentBody?.isReplayable ?? true else {
-                            throw FerryError(
-                                .bodyNotReplayable,
-                                "The server asked for credentials, but the body is a one-shot stream and cannot be sent again.",
-                                response: head
-                            )
-                        }
-                        await drain(response.body)
-                        return .authenticate(retry)
-                    }
-                    if let next = try await redirect(
-                        for: currentRequest,
-                        response: head,
-                        body: currentBody,
-                        redirects: redirects
-                    ) {
-                        await drain(response.body)
-                        origin.setCurrentRequest(next.request, redirectedBy: head)
-                        return .redirect(next.request, keepsBody: next.keepsBody)
-                    }
-                    // The interceptor is asked outside the connection slot (a token refresh may
-                    // need a connection to this very host), so the body is read first.
-                    if interceptor != nil, head.statusCode >= 400, currentBody?.isReplayable ?? true {
-                        return .intercept(head, try await bufferWhole(response.body, head: head))
-                    }
-                    return .final(try await consume(response.body, head))
+                        redirects: redirects,
+                        challengesAnswered: challengesAnswered,
+                        userAuthorization: userAuthorization,
+                        consume: consume
+                    )
                 }
             } catch {
                 // A request that failed before any response: the interceptor may send it again.
                 let failure = ferryError(from: error)
                 guard let interceptor, !responded, failure.reason != .cancelled, !Task.isCancelled,
-                    currentBody?.isReplayable ?? true
+                    currentBody?.isReplayable ?? true,
+                    try await prepareRetry(
+                        await interceptor.retry(
+                            currentRequest,
+                            for: session,
+                            dueTo: .error(failure),
+                            attemptCount: hops.interceptorRetries
+                        )
+                    )
                 else { throw error }
-                let decision = await interceptor.retry(
-                    currentRequest,
-                    for: session,
-                    dueTo: .error(failure),
-                    attemptCount: interceptorRetries
-                )
-                guard try await prepareRetry(decision) else { throw error }
-                interceptorRetries += 1
-                reason = .retry
-                request = try await adapt(currentRequest, with: interceptor)
-                if body != nil { origin.resetSentBytes() }
+                hops.retry(with: try await adapt(currentRequest, with: interceptor))
+                if hops.body != nil { origin.resetSentBytes() }
                 continue
             }
             switch step {
             case .final(let result):
                 return result
             case .redirect(let next, let keepsBody):
-                // The same request a third time is a loop, whatever the hop limit.
-                let key = next.method.rawValue + " " + (next.url?.absoluteString ?? "")
-                visited[key, default: 0] += 1
-                if visited[key, default: 0] > 2 {
-                    throw FerryError(
-                        .redirectFailed,
-                        "Redirect loop: \(next.url?.absoluteString ?? "the same URL") was redirected to again and again."
-                    )
-                }
-                redirects += 1
-                reason = .redirect
-                request = next
-                if !keepsBody { body = nil }
-                if body != nil { origin.resetSentBytes() }
+                try hops.redirect(to: next, keepsBody: keepsBody)
             case .authenticate(let retry):
-                challengesAnswered += 1
-                reason = .authentication
-                request = retry
-                if body != nil { origin.resetSentBytes() }
+                hops.answerChallenge(with: retry)
             case .intercept(let head, let buffered):
                 let decision = await interceptor?.retry(
                     currentRequest,
                     for: session,
                     dueTo: .response(head),
-                    attemptCount: interceptorRetries
+                    attemptCount: hops.interceptorRetries
                 )
                 guard try await prepareRetry(decision ?? .doNotRetry) else {
                     return try await consume(ResponseBody(buffered: buffered), head)
                 }
-                interceptorRetries += 1
-                reason = .retry
-                request = try await adapt(currentRequest, with: interceptor)
-                challengesAnswered = 0
-                if body != nil { origin.resetSentBytes() }
+                hops.retry(with: try await adapt(currentRequest, with: interceptor))
             }
+            if hops.body != nil { origin.resetSentBytes() }
         }
+    }
+
+    /// What one response means for the request: send it again with credentials, follow a
+    /// redirect, let the interceptor judge an error status, or hand it to `consume`.
+    private func nextStep<Result: Sendable>(
+        after head: HTTPResponse,
+        body: ResponseBody,
+        request: URLRequest,
+        requestBody: RequestBody?,
+        home: Origin?,
+        redirects: Int,
+        challengesAnswered: Int,
+        userAuthorization: Bool,
+        consume: (ResponseBody, HTTPResponse) async throws -> Result
+    ) async throws -> SendStep<Result> {
+        if let retry = try await authenticate(
+            request,
+            after: head,
+            home: home,
+            failures: challengesAnswered,
+            userAuthorization: userAuthorization
+        ) {
+            guard requestBody?.isReplayable ?? true else {
+                throw FerryError(
+                    .bodyNotReplayable,
+                    "The server asked for credentials, but the body is a one-shot stream and cannot be sent again.",
+                    response: head
+                )
+            }
+            await drain(body)
+            return .authenticate(retry)
+        }
+        if let next = try await redirect(for: request, response: head, body: requestBody, redirects: redirects) {
+            await drain(body)
+            origin.setCurrentRequest(next.request, redirectedBy: head)
+            return .redirect(next.request, keepsBody: next.keepsBody)
+        }
+        // The interceptor is asked outside the connection slot (a token refresh may need a
+        // connection to this very host), so the body is read first.
+        if configuration.interceptor != nil, head.statusCode >= 400, requestBody?.isReplayable ?? true {
+            return .intercept(head, try await bufferWhole(body, head: head))
+        }
+        return .final(try await consume(body, head))
     }
 
     /// Refuses a response head larger than the configuration allows.
