@@ -333,7 +333,7 @@ struct DownloadProgress {
 /// that after a crash the metadata never claims bytes that are not on disk.
 struct Checkpoint {
     static let interval: Duration = .seconds(1)
-    static let bytes: Int64 = 8 << 20
+    static let bytes: Int64 = 4 << 20
 
     let file: PartialFile
     /// Everything but the byte count and the time.

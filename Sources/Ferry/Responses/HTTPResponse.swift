@@ -33,7 +33,7 @@ public struct HTTPResponse: Sendable, Equatable {
 
     /// The body length the server announced in `Content-Length`, or `nil` when unknown.
     public var expectedContentLength: Int64? {
-        guard let value = headers["Content-Length"]?.trimmingCharacters(in: .whitespaces),
+        guard let value = headers["Content-Length"]?.trimmingWhitespace(),
             let length = Int64(value), length >= 0
         else { return nil }
         return length
@@ -43,7 +43,7 @@ public struct HTTPResponse: Sendable, Equatable {
     public var mimeType: String? {
         guard let type = headers["Content-Type"] else { return nil }
         let essence = type.split(separator: ";", maxSplits: 1).first.map(String.init) ?? type
-        let trimmed = essence.trimmingCharacters(in: .whitespaces).lowercased()
+        let trimmed = essence.trimmingWhitespace().lowercased()
         return trimmed.isEmpty ? nil : trimmed
     }
 
