@@ -1,6 +1,7 @@
 public import Foundation
 import NIOCore
 import NIOHTTP1
+import NIOHTTPCompression
 import NIOPosix
 import NIOSSL
 import Synchronization
@@ -89,6 +90,9 @@ public final class FerryTestServer: Sendable {
         self.scheme = scheme
     }
 
+    /// The header by which a route asks for its response to be compressed.
+    static let compressMarker = "X-Ferry-Compress"
+
     /// Starts a server on `host` and `port` (0 picks a free port); with `tls`, it speaks
     /// HTTPS with that identity, and with `clientCA` it asks for client certificates.
     public static func start(
@@ -108,6 +112,15 @@ public final class FerryTestServer: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     if let tls { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls)) }
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                    // Compresses only responses marked by the /gzip route, and only for
+                    // clients that accept it.
+                    try channel.pipeline.syncOperations.addHandler(
+                        HTTPResponseCompressor(responseCompressionPredicate: { head, _ in
+                            guard head.headers.contains(name: Self.compressMarker) else { return .doNotCompress }
+                            head.headers.remove(name: Self.compressMarker)
+                            return .compressIfPossible
+                        })
+                    )
                     return try NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>(
                         wrappingChannelSynchronously: channel
                     )

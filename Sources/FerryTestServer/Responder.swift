@@ -88,6 +88,19 @@ struct Responder {
             return try await cookies(segments)
         case "cached":
             return try await cached(segments)
+        case "gzip":
+            // /gzip/SIZE[?zeros]: SIZE bytes (test content, or zeros), compressed when the
+            // client accepts gzip or deflate.
+            let size = segments.count >= 2 ? Int(segments[1]) ?? 1024 : 1024
+            let body = request.flag("zeros") ? Data(count: size) : TestContent.data(size: Int64(size))
+            // No Content-Length: the compressor sends the head before it knows the
+            // compressed length, so the body goes chunked.
+            try await outbound.write(
+                .head(head(.ok, [(FerryTestServer.compressMarker, "1"), ("Content-Type", "application/octet-stream")]))
+            )
+            try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: body))))
+            try await outbound.write(.end(nil))
+            return true
         case "many-headers":
             // /many-headers?count=N&size=BYTES: N fields X-Filler-i, each value BYTES long.
             let count = Int(request.queryInt("count") ?? 10)

@@ -113,3 +113,37 @@ struct HostileServerTests {
         }
     }
 }
+
+@Suite("Compressed responses")
+struct DecompressionTests {
+    @Test func dataTasksDecodeAndABombFails() async throws {
+        try await withServer { server in
+            let session = try makeSession {
+                $0.automaticDecompression = true
+                $0.maximumInMemoryBodySize = 10_000_000
+            }
+            let (data, response) = try await session.data(from: server.url("/gzip/100000"))
+            #expect(data == TestContent.data(size: 100_000))
+            #expect(["gzip", "deflate"].contains(response.headers["Content-Encoding"] ?? ""))
+            #expect(server.requests(to: "/gzip").last?.headers["accept-encoding"] == "gzip, deflate")
+            let (zeros, _) = try await session.data(from: server.url("/gzip/50000?zeros"))
+            #expect(zeros == Data(count: 50000))
+            // 20 MB of zeros arrive as about 20 KB: refused while inflating past the 10 MB limit.
+            await #expect {
+                try await session.data(from: server.url("/gzip/20000000?zeros"))
+            } throws: { error in
+                (error as? FerryError)?.reason == .badServerResponse
+            }
+            // Downloads keep the bytes as stored: they ask for identity.
+            let target = try makeTemporaryDirectory().appendingPathComponent("g")
+            _ = try await session.download(from: server.url("/gzip/1000"), to: .file(target))
+            #expect(try Data(contentsOf: target) == TestContent.data(size: 1000))
+            #expect(server.requests(to: "/gzip/1000").last?.headers["accept-encoding"] == "identity")
+            // Off (the default): nothing is asked for, nothing decoded.
+            let plain = try makeSession()
+            let (raw, _) = try await plain.data(from: server.url("/gzip/1000"))
+            #expect(raw == TestContent.data(size: 1000))
+            #expect(server.requests(to: "/gzip/1000").last?.headers["accept-encoding"] == nil)
+        }
+    }
+}

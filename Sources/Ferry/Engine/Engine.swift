@@ -12,10 +12,18 @@ import NIOPosix
 /// bytes. The pool's per-host soft limit equals the session's limit, so the connections the
 /// pool opens match the tasks the limiter lets through.
 final class Engine: Sendable {
-    /// Direct connections.
-    private let client: HTTPClient
-    /// Connections through ``SessionConfiguration/proxy``, when there is one.
-    private let proxiedClient: HTTPClient?
+    /// Clients by whether they go through ``SessionConfiguration/proxy`` and whether they
+    /// decode `Content-Encoding` (data and upload tasks with
+    /// ``SessionConfiguration/automaticDecompression``); only the combinations the
+    /// configuration can use exist.
+    private let clients: [ClientKind: HTTPClient]
+    /// Direct, not decoding: every configuration has it.
+    private let direct: HTTPClient
+
+    struct ClientKind: Hashable {
+        var proxied: Bool
+        var decompressing: Bool
+    }
     let limiter: HostLimiter
     /// Transfers running per origin of their original request, at most the per-host limit:
     /// the rest wait before they start (see `Transfer.run`).
@@ -28,8 +36,21 @@ final class Engine: Sendable {
     init(configuration: SessionConfiguration, tls: ResolvedTLS) {
         self.configuration = configuration
         self.tls = tls
-        client = Self.makeClient(configuration, tls: tls, proxy: nil)
-        proxiedClient = configuration.proxy.map { Self.makeClient(configuration, tls: tls, proxy: $0) }
+        let direct = Self.makeClient(configuration, tls: tls, proxy: nil, decompressing: false)
+        var clients: [ClientKind: HTTPClient] = [ClientKind(proxied: false, decompressing: false): direct]
+        for proxied in configuration.proxy == nil ? [false] : [false, true] {
+            for decompressing in configuration.automaticDecompression ? [false, true] : [false]
+            where proxied || decompressing {
+                clients[ClientKind(proxied: proxied, decompressing: decompressing)] = Self.makeClient(
+                    configuration,
+                    tls: tls,
+                    proxy: proxied ? configuration.proxy : nil,
+                    decompressing: decompressing
+                )
+            }
+        }
+        self.clients = clients
+        self.direct = direct
         limiter = HostLimiter(limit: configuration.httpMaximumConnectionsPerHost)
         admission = HostLimiter(limit: configuration.httpMaximumConnectionsPerHost)
         watchdog = Watchdog(
@@ -38,8 +59,12 @@ final class Engine: Sendable {
         )
     }
 
-    private static func makeClient(_ configuration: SessionConfiguration, tls: ResolvedTLS, proxy: Proxy?) -> HTTPClient
-    {
+    private static func makeClient(
+        _ configuration: SessionConfiguration,
+        tls: ResolvedTLS,
+        proxy: Proxy?,
+        decompressing: Bool
+    ) -> HTTPClient {
         var clientConfiguration = HTTPClient.Configuration(
             redirectConfiguration: .disallow,
             timeout: .init(
@@ -49,7 +74,10 @@ final class Engine: Sendable {
                 idleTimeout: .milliseconds(Int64(configuration.connectionIdleTimeout * 1000)),
                 concurrentHTTP1ConnectionsPerHostSoftLimit: configuration.httpMaximumConnectionsPerHost
             ),
-            decompression: .disabled
+            // A decoded body may not outgrow a data task's maximumInMemoryBodySize: a "zip
+            // bomb" fails while it inflates, whatever its ratio.
+            decompression: decompressing
+                ? .enabled(limit: .size(Int(clamping: configuration.maximumInMemoryBodySize))) : .disabled
         )
         clientConfiguration.httpVersion = .automatic
         // A refused or failed connection fails the request at once, as URLSession does;
@@ -72,16 +100,19 @@ final class Engine: Sendable {
         return HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: clientConfiguration)
     }
 
-    /// The client for a request to `url`: through the session's proxy unless it bypasses it.
-    func client(for url: URL) -> HTTPClient {
-        guard let proxiedClient, configuration.proxy?.applies(to: url) == true else { return client }
-        return proxiedClient
+    /// The client for a request to `url`: through the session's proxy unless it bypasses it;
+    /// decoding the body when asked and the configuration allows it.
+    func client(for url: URL, decompressing: Bool) -> HTTPClient {
+        let kind = ClientKind(
+            proxied: configuration.proxy?.applies(to: url) == true,
+            decompressing: decompressing && configuration.automaticDecompression
+        )
+        return clients[kind] ?? direct
     }
 
     deinit {
         // The shutdown's own callbacks keep the client alive until its pool has closed.
-        client.shutdown { _ in }
-        proxiedClient?.shutdown { _ in }
+        for client in clients.values { client.shutdown { _ in } }
     }
 
     /// Returns after every event loop of the group has run the work queued on it so far.
@@ -92,8 +123,7 @@ final class Engine: Sendable {
     }
 
     func shutdown() async {
-        try? await client.shutdown()
-        try? await proxiedClient?.shutdown()
+        for client in clients.values { try? await client.shutdown() }
     }
 
     /// Runs `body` while holding one of the origin's connection slots.

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
+import NIOHTTPCompression
 import NIOSSL
 import Synchronization
 
@@ -428,7 +429,18 @@ final class Transfer: Sendable {
             throw FerryError(.invalidURL, "'\(request.url?.absoluteString ?? "")' is not an http(s) URL with a host.")
         }
         let method = NIOHTTP1.HTTPMethod(rawValue: request.method.rawValue)
-        let headers = try headers(for: request)
+        var headers = try headers(for: request)
+        // Data and upload tasks may take compressed bodies; downloads never (see
+        // `Transfer.request(_:for:)`, which asks for identity).
+        let decompressing: Bool
+        if case .download = origin.plan {
+            decompressing = false
+        } else {
+            decompressing = configuration.automaticDecompression
+        }
+        if decompressing, !headers.contains(name: "Accept-Encoding") {
+            headers.add(name: "Accept-Encoding", value: "gzip, deflate")
+        }
         guard let body else {
             let task = origin
             let stream = ResponseStream(onActivity: { task.touch() })
@@ -440,7 +452,7 @@ final class Transfer: Sendable {
                     body: nil,
                     tlsConfiguration: engine.tls.override(for: url)
                 ),
-                on: engine.client(for: url)
+                on: engine.client(for: url, decompressing: decompressing)
             )
             do {
                 return (try await stream.head(), ResponseBody(stream), stream)
@@ -455,7 +467,8 @@ final class Transfer: Sendable {
         clientRequest.tlsConfiguration = engine.tls.override(for: url)
         let chunks = CountingChunks(base: body.chunks(), task: origin)
         clientRequest.body = .stream(chunks, length: body.length.map { .known($0) } ?? .unknown)
-        let response = try await engine.client(for: url).execute(clientRequest, deadline: .distantFuture)
+        let response = try await engine.client(for: url, decompressing: decompressing)
+            .execute(clientRequest, deadline: .distantFuture)
         let head = HTTPResponseHead(version: response.version, status: response.status, headers: response.headers)
         return (head, ResponseBody(response.body), nil)
     }
@@ -662,6 +675,13 @@ final class Transfer: Sendable {
             default:
                 return FerryError(.network, "The transfer failed.", underlying: error)
             }
+        }
+        if error is NIOHTTPDecompression.DecompressionError {
+            return FerryError(
+                .badServerResponse,
+                "The compressed body inflates past maximumInMemoryBodySize, or is not valid gzip / deflate.",
+                underlying: error
+            )
         }
         if error is NIOSSLError || error is BoringSSLError {
             return FerryError(

@@ -93,6 +93,13 @@ public struct SessionConfiguration: Sendable {
     /// does it when asked; the `ferry` command does).
     public var proxy: Proxy?
 
+    /// Whether data and upload tasks ask for compressed responses (`Accept-Encoding: gzip,
+    /// deflate`, unless the request says otherwise) and decode them, as URLSession does. The
+    /// decoded body may not outgrow ``maximumInMemoryBodySize``: a "zip bomb" fails while it
+    /// inflates. Downloads always fetch the bytes as stored (ranges refer to them). Off by
+    /// default.
+    public var automaticDecompression = false
+
     /// Most header fields a response may have, and most bytes of them together: a server
     /// that sends more fails the task with ``FerryError/Reason/badServerResponse`` before any
     /// of it is used. (The HTTP parser also refuses a head over 80 KiB.)
