@@ -54,7 +54,7 @@ public struct Cookie: Sendable, Hashable, Codable, CustomStringConvertible {
         guard let host = url.host?.lowercased(), !isExpired(at: now) else { return false }
         if secure && url.scheme?.lowercased() != "https" { return false }
         let domainMatches = hostOnly ? host == domain : Self.domain(host, matches: domain)
-        return domainMatches && Self.path(Self.requestPath(of: url), matches: path)
+        return domainMatches && Self.path(url.requestPath, matches: path)
     }
 
     /// RFC 6265 §5.1.3.
@@ -72,14 +72,9 @@ public struct Cookie: Sendable, Hashable, Codable, CustomStringConvertible {
 
     /// RFC 6265 §5.1.4's default-path: the request path up to its last `/`.
     static func defaultPath(of url: URL) -> String {
-        let path = requestPath(of: url)
+        let path = url.requestPath
         guard path.hasPrefix("/"), let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return "/" }
         return String(path[..<slash])
-    }
-
-    static func requestPath(of url: URL) -> String {
-        let path = URLComponents(url: url, resolvingAgainstBaseURL: false)?.percentEncodedPath ?? ""
-        return path.isEmpty ? "/" : path
     }
 
     static func isIPAddress(_ host: String) -> Bool {

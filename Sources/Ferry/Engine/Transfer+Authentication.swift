@@ -79,14 +79,7 @@ extension Transfer {
 
         func authorization(_ credential: Credential, request: URLRequest) -> String {
             guard let digest, let url = request.url else { return credential.authorization }
-            return digest.authorization(for: credential, method: request.method.rawValue, uri: Self.target(of: url))
-        }
-
-        /// The request target as sent on the request line: path and query, encoded.
-        static func target(of url: URL) -> String {
-            let components = URLComponents(url: url, resolvingAgainstBaseURL: false)
-            let path = components?.percentEncodedPath ?? ""
-            return (path.isEmpty ? "/" : path) + (components?.percentEncodedQuery.map { "?" + $0 } ?? "")
+            return digest.authorization(for: credential, method: request.method.rawValue, uri: url.requestTarget)
         }
     }
 
