@@ -41,9 +41,7 @@ enum CacheRules {
         guard request.httpMethod?.uppercased() ?? "GET" == "GET", cacheableStatuses.contains(response.statusCode)
         else { return false }
         let responseDirectives = directives(response.headers)
-        let requestDirectives = directives(
-            HeaderFields((request.allHTTPHeaderFields ?? [:]).map { (name: $0.key, value: $0.value) })
-        )
+        let requestDirectives = directives(of: request)
         if responseDirectives["no-store"] != nil || requestDirectives["no-store"] != nil { return false }
         if varyNames(response.headers).contains("*") { return false }
         if request.value(forHTTPHeaderField: "Authorization") != nil,
@@ -57,23 +55,26 @@ enum CacheRules {
         return hasFreshness || hasValidator || responseDirectives["public"] != nil
     }
 
-    /// How long the response is fresh (§4.2.1): `max-age`, else `Expires` − `Date`; no
-    /// heuristic freshness (a response without either is revalidated every time).
-    static func freshnessLifetime(_ cached: CachedResponse) -> TimeInterval {
+    /// The `Cache-Control` directives of `request`'s own header fields.
+    private static func directives(of request: URLRequest) -> [String: String] {
+        directives(HeaderFields((request.allHTTPHeaderFields ?? [:]).map { (name: $0.key, value: $0.value) }))
+    }
+
+    /// How long the response is fresh (§4.2.1): `max-age`, else `Expires` − `date` (its `Date`
+    /// header); no heuristic freshness (a response without either is revalidated every time).
+    static func freshnessLifetime(_ cached: CachedResponse, date: Date) -> TimeInterval {
         let headers = cached.response.headers
         if let maxAge = directives(headers)["max-age"], let seconds = Int(maxAge) {
             return TimeInterval(max(0, seconds))
         }
         guard let expires = headers["Expires"] else { return 0 }
-        guard let expiry = CookieDate.parse(expires) else { return 0 }  // an invalid date is the past
-        let date = headers["Date"].flatMap(CookieDate.parse) ?? cached.responseTime
+        guard let expiry = HTTPDate.parse(expires) else { return 0 }  // an invalid date is the past (§5.3)
         return max(0, expiry.timeIntervalSince(date))
     }
 
-    /// The response's current age (§4.2.3).
-    static func currentAge(_ cached: CachedResponse, now: Date) -> TimeInterval {
+    /// The response's current age (§4.2.3); `date` is its `Date` header.
+    static func currentAge(_ cached: CachedResponse, date: Date, now: Date) -> TimeInterval {
         let headers = cached.response.headers
-        let date = headers["Date"].flatMap(CookieDate.parse) ?? cached.responseTime
         let apparentAge = max(0, cached.responseTime.timeIntervalSince(date))
         let ageValue = headers["Age"].flatMap { TimeInterval($0.trimmingWhitespace()) } ?? 0
         let responseDelay = cached.responseTime.timeIntervalSince(cached.requestTime)
@@ -83,20 +84,21 @@ enum CacheRules {
 
     /// Whether `cached` may answer `request` without asking the server.
     static func isFresh(_ cached: CachedResponse, for request: URLRequest, now: Date) -> Bool {
-        let requestDirectives = directives(
-            HeaderFields((request.allHTTPHeaderFields ?? [:]).map { (name: $0.key, value: $0.value) })
-        )
+        let requestDirectives = directives(of: request)
         if requestDirectives["no-cache"] != nil
             || request.value(forHTTPHeaderField: "Pragma")?.lowercased() == "no-cache"
         {
             return false
         }
         if directives(cached.response.headers)["no-cache"] != nil { return false }
-        var lifetime = freshnessLifetime(cached)
+        // The response's Date, parsed once for both lifetime and age; without one, when it
+        // was received.
+        let date = cached.response.headers["Date"].flatMap(HTTPDate.parse) ?? cached.responseTime
+        var lifetime = freshnessLifetime(cached, date: date)
         if let maxAge = requestDirectives["max-age"].flatMap(Int.init) {
             lifetime = min(lifetime, TimeInterval(maxAge))
         }
-        return currentAge(cached, now: now) < lifetime
+        return currentAge(cached, date: date, now: now) < lifetime
     }
 
     /// `request` made conditional on `cached` (§4.3.1): `If-None-Match` with its entity tag,
