@@ -37,7 +37,6 @@ extension Transfer {
                 if let accepted = await willCache(freshened) { cache.store(accepted, for: request) }
                 return try await deliverCached(freshened)
             }
-            origin.didReceive(response: head)
             let outcome = try await consumeInMemory(body, head: head)
             if case .data(let data) = outcome, CacheRules.isStorable(head, for: request) {
                 let entry = CachedResponse(
@@ -59,9 +58,7 @@ extension Transfer {
 
     /// Hands a stored response to the task as if it had just arrived.
     private func deliverCached(_ cached: CachedResponse) async throws -> TaskOutcome {
-        let head = cached.response
-        origin.didReceive(response: head)
-        return try await consumeInMemory(ResponseBody(buffered: [ByteBuffer(bytes: cached.body)]), head: head)
+        try await consumeInMemory(ResponseBody(buffered: [ByteBuffer(bytes: cached.body)]), head: cached.response)
     }
 
     /// What the delegate lets the cache keep (all of it, without a delegate).

@@ -339,8 +339,7 @@ final class Transfer: Sendable {
                 return try await loadThroughCache(request, cache: cache)
             }
             return try await send(request, body: initialBody(for: request)) { body, head in
-                origin.didReceive(response: head)
-                return try await consumeInMemory(body, head: head)
+                try await consumeInMemory(body, head: head)
             }
         }
     }
@@ -506,7 +505,10 @@ final class Transfer: Sendable {
 
     // MARK: Bodies in memory
 
+    /// A data or upload task's final response: announces it, asks the delegate what to do,
+    /// then reads the body into memory (or hands it to a download).
     func consumeInMemory(_ body: ResponseBody, head: HTTPResponse) async throws -> TaskOutcome {
+        origin.didReceive(response: head)
         if let delegate = session.delegate {
             let session = self.session
             let task = self.origin
