@@ -44,16 +44,13 @@ struct ConnectionOptions: ParsableArguments {
     /// Puts these options into `configuration` for a request to `url`.
     func apply(to configuration: inout SessionConfiguration, for url: URL) throws {
         configuration.credential = CommandRequest.credential(from: user)
-        let environment = ProcessInfo.processInfo.environment
-        if let address = proxy, var chosen = Proxy(address: address) {
-            chosen.bypass = (noProxy ?? environment["no_proxy"] ?? environment["NO_PROXY"] ?? "")
-                .split(separator: ",").map(String.init)
-            configuration.proxy = chosen.applies(to: url) ? chosen : nil
-        } else {
-            var variables = environment
-            if let noProxy { variables["no_proxy"] = noProxy }
-            configuration.proxy = Proxy.fromEnvironment(variables, for: url)
+        // -x and --noproxy win over the environment's variables, read by curl's rules.
+        var variables = ProcessInfo.processInfo.environment
+        if let proxy {
+            for name in ["https_proxy", "http_proxy", "all_proxy"] { variables[name] = proxy }
         }
+        if let noProxy { variables["no_proxy"] = noProxy }
+        configuration.proxy = Proxy.fromEnvironment(variables, for: url)
         if let caCertificates { configuration.tls.trustRoots = .custom(pem: try Self.read(caCertificates)) }
         if let pinnedCertificates, let host = url.host {
             configuration.tls.pinnedCertificates[host.lowercased()] = try Self.read(pinnedCertificates)
