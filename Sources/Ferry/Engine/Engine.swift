@@ -131,14 +131,6 @@ final class Engine: Sendable {
         for origin: Origin,
         _ body: () async throws -> Result
     ) async throws -> Result {
-        try await limiter.acquire(for: origin)
-        do {
-            let result = try await body()
-            limiter.release(for: origin)
-            return result
-        } catch {
-            limiter.release(for: origin)
-            throw error
-        }
+        try await limiter.withSlot(for: origin, body)
     }
 }

@@ -58,6 +58,23 @@ final class HostLimiter: Sendable {
         }
     }
 
+    /// Runs `body` while holding one of `origin`'s slots; the slot is given back however
+    /// `body` ends.
+    func withSlot<Result: Sendable>(
+        for origin: Origin,
+        _ body: () async throws -> Result
+    ) async throws -> Result {
+        try await acquire(for: origin)
+        do {
+            let result = try await body()
+            release(for: origin)
+            return result
+        } catch {
+            release(for: origin)
+            throw error
+        }
+    }
+
     /// Gives the slot back, waking the next waiter for `origin` if there is one.
     func release(for origin: Origin) {
         let next: CheckedContinuation<Void, any Error>? = state.withLock { state in

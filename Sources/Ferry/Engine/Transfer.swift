@@ -40,30 +40,29 @@ final class Transfer: Sendable {
     func run() async {
         let watchdog = engine.watchdog
         watchdog.watch(self)
-        // Admission first: a task queued behind the per-host limit waits here, before it
-        // opens files or builds the deep frames of a transfer, so a thousand queued tasks
-        // cost little memory and no descriptors. Each request still takes a connection slot.
-        let admission = origin.originalRequest.url.map(Origin.init)
+        let outcome: TaskOutcome?
+        let failure: FerryError?
         do {
-            if let admission {
-                origin.setQueued(true)
-                try await engine.admission.acquire(for: admission)
-                origin.setQueued(false)
-            }
+            outcome = try await admitted { try await perform() }
+            failure = nil
         } catch {
-            watchdog.unwatch(self)
-            origin.transferDidFinish(error: ferryError(from: error), outcome: nil)
-            return
+            outcome = nil
+            failure = ferryError(from: error)
         }
-        do {
-            let outcome = try await perform()
-            watchdog.unwatch(self)
-            if let admission { engine.admission.release(for: admission) }
-            origin.transferDidFinish(error: nil, outcome: outcome)
-        } catch {
-            watchdog.unwatch(self)
-            if let admission { engine.admission.release(for: admission) }
-            origin.transferDidFinish(error: ferryError(from: error), outcome: nil)
+        watchdog.unwatch(self)
+        origin.transferDidFinish(error: failure, outcome: outcome)
+    }
+
+    /// Runs `work` once the task is admitted: a task queued behind the per-host limit waits
+    /// here, before it opens files or builds the deep frames of a transfer, so a thousand
+    /// queued tasks cost little memory and no descriptors. (Each request still takes a
+    /// connection slot.)
+    private func admitted(_ work: () async throws -> TaskOutcome) async throws -> TaskOutcome {
+        guard let url = origin.originalRequest.url else { return try await work() }
+        origin.setQueued(true)
+        return try await engine.admission.withSlot(for: Origin(url)) {
+            origin.setQueued(false)
+            return try await work()
         }
     }
 
