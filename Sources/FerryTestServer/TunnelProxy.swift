@@ -168,12 +168,14 @@ public final class TunnelProxy: Sendable {
                         try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
                     }
                 }
-            switch kind {
-            case .httpConnect:
-                try await outbound.write(ByteBuffer(string: "HTTP/1.1 200 Connection Established\r\n\r\n"))
-            case .socks5: try await outbound.write(ByteBuffer(bytes: [5, 0, 0, 1, 0, 0, 0, 0, 0, 0]))
-            }
+            // Everything after the connect happens inside executeThenClose: a target channel
+            // dropped without it (the client left before the reply, say) traps in NIO.
             try await target.executeThenClose { targetInbound, targetOutbound in
+                switch kind {
+                case .httpConnect:
+                    try await outbound.write(ByteBuffer(string: "HTTP/1.1 200 Connection Established\r\n\r\n"))
+                case .socks5: try await outbound.write(ByteBuffer(bytes: [5, 0, 0, 1, 0, 0, 0, 0, 0, 0]))
+                }
                 if pending.readableBytes > 0 { try await targetOutbound.write(pending) }
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask {
