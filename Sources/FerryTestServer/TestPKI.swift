@@ -16,6 +16,8 @@ public struct TestPKI: Sendable {
     public struct Identity: Sendable {
         public let certificatePEM: String
         public let privateKeyPEM: String
+        /// Base64 SHA-256 of the certificate's SubjectPublicKeyInfo (an RFC 7469 pin).
+        public let publicKeyPin: String
     }
 
     /// The CA's private key, raw (the key type itself is not `Sendable`).
@@ -26,6 +28,8 @@ public struct TestPKI: Sendable {
     }
     /// The CA's own certificate, in PEM: what a client trusts or pins.
     public let certificatePEM: String
+    /// Base64 SHA-256 of the CA's SubjectPublicKeyInfo (an RFC 7469 pin).
+    public let publicKeyPin: String
 
     public init(name: String) throws {
         let key = P256.Signing.PrivateKey()
@@ -48,6 +52,13 @@ public struct TestPKI: Sendable {
             issuerPrivateKey: .init(key)
         )
         certificatePEM = try certificate.serializeAsPEM().pemString
+        publicKeyPin = Self.pin(key.publicKey)
+    }
+
+    /// Computed from the key itself (swift-crypto's DER is the SubjectPublicKeyInfo), not
+    /// from the certificate, so it checks the client's reading of certificates.
+    private static func pin(_ key: P256.Signing.PublicKey) -> String {
+        Data(SHA256.hash(data: key.derRepresentation)).base64EncodedString()
     }
 
     /// A server certificate for `hosts` (DNS names or IPv4 addresses), signed by this CA.
@@ -77,7 +88,8 @@ public struct TestPKI: Sendable {
         )
         return Identity(
             certificatePEM: try certificate.serializeAsPEM().pemString,
-            privateKeyPEM: leafKey.pemRepresentation
+            privateKeyPEM: leafKey.pemRepresentation,
+            publicKeyPin: Self.pin(leafKey.publicKey)
         )
     }
 }

@@ -30,9 +30,12 @@ struct ConnectionOptions: ParsableArguments {
 
     @Option(
         name: .customLong("pin"),
-        help: "Trust only the certificates in this PEM file for the URL's host (its chain must lead to one)."
+        help: ArgumentHelp(
+            "Pin the URL's host: a PEM file (its chain must lead to one of the certificates) or public keys, 'sha256//BASE64[;sha256//BASE64…]' (one certificate of the valid chain must carry one).",
+            valueName: "file|sha256//key"
+        )
     )
-    var pinnedCertificates: String?
+    var pin: String?
 
     @Flag(name: [.customShort("k"), .customLong("insecure")], help: "Accept any server certificate (unsafe).")
     var insecure = false
@@ -52,8 +55,12 @@ struct ConnectionOptions: ParsableArguments {
         if let noProxy { variables["no_proxy"] = noProxy }
         configuration.proxy = Proxy.fromEnvironment(variables, for: url)
         if let caCertificates { configuration.tls.trustRoots = .custom(pem: try Self.read(caCertificates)) }
-        if let pinnedCertificates, let host = url.host {
-            configuration.tls.pinnedCertificates[host.lowercased()] = try Self.read(pinnedCertificates)
+        if let pin, let host = url.host?.lowercased() {
+            if pin.hasPrefix("sha256//") {
+                configuration.tls.pinnedPublicKeys[host] = Set(pin.split(separator: ";").map(String.init))
+            } else {
+                configuration.tls.pinnedCertificates[host] = try Self.read(pin)
+            }
         }
         configuration.tls.allowsInvalidCertificates = insecure
         // Without a cookie file, a command keeps cookies for its own redirects only.

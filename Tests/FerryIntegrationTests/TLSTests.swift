@@ -1,6 +1,7 @@
 import Ferry
 import FerryTestServer
 import Foundation
+import Synchronization
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -12,11 +13,20 @@ func withTLSServer<Result>(
     requireClientCertificatesFrom clientCA: String? = nil,
     _ body: (FerryTestServer, TestPKI) async throws -> Result
 ) async throws -> Result {
+    try await withTLSServer(requireClientCertificatesFrom: clientCA) { server, ca, _ in try await body(server, ca) }
+}
+
+/// Starts an HTTPS FerryTestServer with a certificate from a CA made for this test, and
+/// passes the server's identity too.
+func withTLSServer<Result>(
+    requireClientCertificatesFrom clientCA: String? = nil,
+    _ body: (FerryTestServer, TestPKI, TestPKI.Identity) async throws -> Result
+) async throws -> Result {
     let ca = try TestPKI(name: "Ferry Test CA \(UUID().uuidString.prefix(8))")
     let identity = try ca.issueServerIdentity(for: ["127.0.0.1", "localhost"])
     let server = try await FerryTestServer.start(tls: identity, requireClientCertificatesFrom: clientCA)
     do {
-        let result = try await body(server, ca)
+        let result = try await body(server, ca, identity)
         await server.shutdown()
         return result
     } catch {
@@ -69,6 +79,94 @@ struct TLSTests {
             // Invalid PEM is refused when the session is made, not at the first connection.
             #expect(throws: FerryError.self) {
                 try makeSession { $0.tls.pinnedCertificates["x"] = "not a certificate" }
+            }
+        }
+    }
+
+    @Test func publicKeyPinsOfTheServerOrItsCAAreAcceptedAndOthersRefused() async throws {
+        try await withTLSServer { server, ca, identity in
+            func session(pins: Set<String>, roots: TLSOptions.TrustRoots) throws -> Session {
+                try makeSession {
+                    $0.tls.trustRoots = roots
+                    $0.tls.pinnedPublicKeys["127.0.0.1"] = pins
+                }
+            }
+            let trusted = TLSOptions.TrustRoots.custom(pem: ca.certificatePEM)
+            // The server's own key: a megabyte down and a body up, intact through the bridge.
+            let leaf = try session(pins: [identity.publicKeyPin], roots: trusted)
+            let (data, response) = try await leaf.data(from: server.url("/bytes/1048576"))
+            #expect(response.statusCode == 200)
+            #expect(data.count == 1_048_576)
+            // A Bool, not the Data: Swift Testing would diff a megabyte byte by byte.
+            let intact = data == TestContent.data(size: 1_048_576)
+            #expect(intact)
+            var post = URLRequest(url: server.url("/sink"))
+            post.httpMethod = "POST"
+            let (reply, _) = try await leaf.upload(for: post, from: TestContent.data(size: 300_000))
+            let sink = try JSONDecoder().decode(SinkReport.self, from: reply)
+            #expect(sink.bytes == 300_000)
+            #expect(sink.sha256 == TestContent.sha256(size: 300_000))
+            // The CA's key, in curl's notation.
+            let caPinned = try session(pins: ["sha256//" + ca.publicKeyPin], roots: trusted)
+            #expect(try await caPinned.data(from: server.url("/bytes/10")).1.statusCode == 200)
+            // Another key: refused, and the error says why.
+            let stranger = try TestPKI(name: "Some Other CA")
+            let wrong = try session(pins: [stranger.publicKeyPin], roots: trusted)
+            await #expect {
+                try await wrong.data(from: server.url("/bytes/10"))
+            } throws: { error in
+                let error = error as? FerryError
+                return error?.reason == .secureConnectionFailed && error?.message.contains("pinned") == true
+            }
+            // The right key on a chain the roots do not trust: refused too.
+            let untrusted = try session(pins: [identity.publicKeyPin], roots: .system)
+            await #expect {
+                try await untrusted.data(from: server.url("/bytes/10"))
+            } throws: { error in
+                (error as? FerryError)?.reason == .secureConnectionFailed
+            }
+            #expect(throws: FerryError.self) { try session(pins: ["not base64 at all"], roots: trusted) }
+        }
+    }
+
+    @Test func theDelegateEvaluatesServerTrust() async throws {
+        try await withTLSServer { server, ca, identity in
+            // Trusts the server's key whatever the roots say: a device's self-signed certificate.
+            let byKey = TrustDelegate { $0.publicKeySHA256.first == identity.publicKeyPin ? .trust : .cancel }
+            let session = try makeSession(delegate: byKey) { $0.tls.delegateEvaluatesServerTrust = true }
+            for _ in 0..<3 {
+                #expect(try await session.data(from: server.url("/bytes/100")).0 == TestContent.data(size: 100))
+            }
+            let asked = byKey.challenges
+            // One connection, reused: asked once.
+            #expect(asked.count == 1)
+            #expect(asked.first?.host == "127.0.0.1")
+            #expect(asked.first?.port == server.port)
+            #expect(asked.first?.certificates.count == 1)
+            #expect(asked.first?.defaultEvaluationError != nil)
+
+            // Default handling keeps the session's verdict: trusted roots pass...
+            let neutral = TrustDelegate { _ in .performDefaultHandling }
+            let withRoots = try makeSession(delegate: neutral) {
+                $0.tls.delegateEvaluatesServerTrust = true
+                $0.tls.trustRoots = .custom(pem: ca.certificatePEM)
+            }
+            #expect(try await withRoots.data(from: server.url("/bytes/1")).1.statusCode == 200)
+            #expect(neutral.challenges.first?.defaultEvaluationError == nil)
+            // ...and the system's refuse.
+            let withoutRoots = try makeSession(delegate: neutral) { $0.tls.delegateEvaluatesServerTrust = true }
+            await #expect(throws: FerryError.self) { try await withoutRoots.data(from: server.url("/bytes/1")) }
+
+            // Cancel refuses even a chain the roots trust.
+            let refusing = try makeSession(delegate: TrustDelegate { _ in .cancel }) {
+                $0.tls.delegateEvaluatesServerTrust = true
+                $0.tls.trustRoots = .custom(pem: ca.certificatePEM)
+            }
+            await #expect {
+                try await refusing.data(from: server.url("/bytes/1"))
+            } throws: { error in
+                let error = error as? FerryError
+                return error?.reason == .secureConnectionFailed && error?.message.contains("delegate") == true
             }
         }
     }
@@ -136,6 +234,38 @@ struct TLSCLITests {
                 ["get", "-q", "--cacert", caFile.path, "--pin", otherFile.path, url]
             )
             #expect(wrongPin.status == 60)
+            // Public keys, curl's notation: the server's passes, another fails.
+            let other = try TestPKI(name: "Other key")
+            let keyPinned = try await ProcessRunner.run(
+                ProcessRunner.ferry,
+                [
+                    "get", "-q", "--cacert", caFile.path, "--pin",
+                    "sha256//\(other.publicKeyPin);sha256//\(ca.publicKeyPin)", url,
+                ]
+            )
+            #expect(keyPinned.status == 0)
+            #expect(keyPinned.stdout == TestContent.data(size: 50))
+            let wrongKey = try await ProcessRunner.run(
+                ProcessRunner.ferry,
+                ["get", "-q", "--cacert", caFile.path, "--pin", "sha256//\(other.publicKeyPin)", url]
+            )
+            #expect(wrongKey.status == 60)
+            #expect(wrongKey.stderrText.contains("pinned"))
         }
+    }
+}
+
+/// Answers server-trust challenges with `decide` and keeps them.
+final class TrustDelegate: SessionDelegate {
+    private let decide: @Sendable (ServerTrustChallenge) -> ServerTrustDisposition
+    private let asked = Mutex<[ServerTrustChallenge]>([])
+
+    init(_ decide: @escaping @Sendable (ServerTrustChallenge) -> ServerTrustDisposition) { self.decide = decide }
+
+    var challenges: [ServerTrustChallenge] { asked.withLock { $0 } }
+
+    func session(_ session: Session, didReceive challenge: ServerTrustChallenge) async -> ServerTrustDisposition {
+        asked.withLock { $0.append(challenge) }
+        return decide(challenge)
     }
 }

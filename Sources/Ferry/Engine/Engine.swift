@@ -31,11 +31,30 @@ final class Engine: Sendable {
     let watchdog: Watchdog
     /// Trust and identity for https (pinned hosts get their own configuration per request).
     let tls: ResolvedTLS
+    /// Carries requests to the hosts Ferry verifies itself, when the TLS options have any.
+    let bridge: TLSBridge?
     let configuration: SessionConfiguration
 
-    init(configuration: SessionConfiguration, tls: ResolvedTLS) {
+    /// - Throws: when the TLS bridge the options need cannot be set up.
+    convenience init(configuration: SessionConfiguration, tls: ResolvedTLS) throws(FerryError) {
+        do {
+            let bridge = try tls.evaluator.map {
+                try TLSBridge(evaluator: $0, connectTimeout: Self.connectTimeout(configuration))
+            }
+            self.init(configuration: configuration, tls: tls, bridge: bridge)
+        } catch {
+            throw FerryError(
+                .unsupportedConfiguration,
+                "The TLS options cannot be used for verified connections.",
+                underlying: error
+            )
+        }
+    }
+
+    init(configuration: SessionConfiguration, tls: ResolvedTLS, bridge: TLSBridge?) {
         self.configuration = configuration
         self.tls = tls
+        self.bridge = bridge
         let direct = Self.makeClient(configuration, tls: tls, proxy: nil, decompressing: false)
         var clients: [ClientKind: HTTPClient] = [ClientKind(proxied: false, decompressing: false): direct]
         for proxied in configuration.proxy == nil ? [false] : [false, true] {
@@ -67,9 +86,7 @@ final class Engine: Sendable {
     ) -> HTTPClient {
         var clientConfiguration = HTTPClient.Configuration(
             redirectConfiguration: .disallow,
-            timeout: .init(
-                connect: .milliseconds(max(1, Int64(min(configuration.timeoutIntervalForRequest, 3600) * 1000)))
-            ),
+            timeout: .init(connect: connectTimeout(configuration)),
             connectionPool: .init(
                 idleTimeout: .milliseconds(Int64(configuration.connectionIdleTimeout * 1000)),
                 concurrentHTTP1ConnectionsPerHostSoftLimit: configuration.httpMaximumConnectionsPerHost
@@ -100,11 +117,29 @@ final class Engine: Sendable {
         return HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: clientConfiguration)
     }
 
+    private static func connectTimeout(_ configuration: SessionConfiguration) -> TimeAmount {
+        .milliseconds(max(1, Int64(min(configuration.timeoutIntervalForRequest, 3600) * 1000)))
+    }
+
+    /// What AsyncHTTPClient is given for a request to `url`: the URL, or the TLS bridge's
+    /// socket with the `Host` field to send (see ``TLSBridge``).
+    func route(_ url: URL) async throws -> (url: URL, host: String?, bridged: Bool) {
+        guard let bridge, bridge.evaluator.verifiesItself(url) else { return (url, nil, false) }
+        if configuration.proxy?.applies(to: url) == true {
+            throw FerryError(
+                .unsupportedConfiguration,
+                "Public-key pins and delegate trust evaluation do not work through a proxy yet (\(url.host ?? ""))."
+            )
+        }
+        let (routed, host) = try await bridge.route(url)
+        return (routed, host, true)
+    }
+
     /// The client for a request to `url`: through the session's proxy unless it bypasses it;
     /// decoding the body when asked and the configuration allows it.
-    func client(for url: URL, decompressing: Bool) -> HTTPClient {
+    func client(for url: URL, decompressing: Bool, bridged: Bool = false) -> HTTPClient {
         let kind = ClientKind(
-            proxied: configuration.proxy?.applies(to: url) == true,
+            proxied: !bridged && configuration.proxy?.applies(to: url) == true,
             decompressing: decompressing && configuration.automaticDecompression
         )
         return clients[kind] ?? direct
@@ -113,6 +148,7 @@ final class Engine: Sendable {
     deinit {
         // The shutdown's own callbacks keep the client alive until its pool has closed.
         for client in clients.values { client.shutdown { _ in } }
+        if let bridge { Task { await bridge.shutdown() } }
     }
 
     /// Returns after every event loop of the group has run the work queued on it so far.
@@ -124,6 +160,7 @@ final class Engine: Sendable {
 
     func shutdown() async {
         for client in clients.values { try? await client.shutdown() }
+        await bridge?.shutdown()
     }
 
     /// Runs `body` while holding one of the origin's connection slots.

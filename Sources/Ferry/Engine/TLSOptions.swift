@@ -1,5 +1,6 @@
 import Foundation
 import NIOSSL
+import X509
 
 /// Whom a session trusts over `https`, and how it identifies itself: system roots or your
 /// own, certificates pinned per host (AFSecurityPolicy's certificate mode), a client
@@ -8,15 +9,21 @@ import NIOSSL
 ///
 /// ```swift
 /// configuration.tls.trustRoots = .custom(pem: companyRootPEM)           // --cacert
-/// configuration.tls.pinnedCertificates["api.example.com"] = issuingCAPEM  // --pin
+/// configuration.tls.pinnedCertificates["api.example.com"] = issuingCAPEM  // --pin FILE
+/// configuration.tls.pinnedPublicKeys["api.example.com"] = ["d6qzRu9zOECb90Uez27xWltNsj0e1Md7GkYYkVoZWmM="]
 /// configuration.tls.clientIdentity = .init(certificateChainPEM: chain, privateKeyPEM: key)
 /// ```
 ///
 /// A pinned host trusts only the pinned certificates as anchors: its chain must lead to one
 /// of them (a CA of the chain, or a self-signed server certificate), whatever the roots say;
 /// any other chain ends the connection with ``FerryError/Reason/secureConnectionFailed``.
-/// Pinning a public key (SPKI SHA-256) needs a verification hook that AsyncHTTPClient does
-/// not offer yet, so it is not available.
+///
+/// A host with ``pinnedPublicKeys`` (AFSecurityPolicy's public-key mode), and every host when
+/// ``delegateEvaluatesServerTrust`` is on, is verified by Ferry itself: the chain is
+/// validated against the roots (RFC 5280, the host name or address), then one of its
+/// certificates must carry a pinned key, then the delegate may overrule the verdict. Those
+/// connections cost one more hop inside the process (AsyncHTTPClient offers no verification
+/// hook; see `TLSBridge`).
 public struct TLSOptions: Sendable, Equatable {
     /// The certificates a server's chain may lead to.
     public enum TrustRoots: Sendable, Equatable {
@@ -42,6 +49,14 @@ public struct TLSOptions: Sendable, Equatable {
     public var trustRoots: TrustRoots = .system
     /// Per host (lowercased name or address), the certificates (PEM) its chain must lead to.
     public var pinnedCertificates: [String: String] = [:]
+    /// Per host (lowercased name or address), the public keys one certificate of its chain
+    /// must carry: Base64 SHA-256 of the DER SubjectPublicKeyInfo, with or without curl's
+    /// `sha256//` prefix (`openssl x509 -pubkey -noout | openssl pkey -pubin -outform der |
+    /// openssl dgst -sha256 -binary | base64`). The chain must also be valid.
+    public var pinnedPublicKeys: [String: Set<String>] = [:]
+    /// Ask ``SessionDelegate/session(_:didReceive:)-(_,ServerTrustChallenge)`` about every
+    /// new https connection (URLSession's server-trust challenge). Off: nobody is asked.
+    public var delegateEvaluatesServerTrust = false
     public var clientIdentity: ClientIdentity?
     /// Accept any certificate (curl's `--insecure`). Off, and meant to stay off.
     public var allowsInvalidCertificates = false
@@ -78,7 +93,11 @@ public struct TLSOptions: Sendable, Equatable {
                 configuration.certificateVerification = .fullVerification
                 pinned[host.lowercased()] = configuration
             }
-            return ResolvedTLS(base: self == TLSOptions() ? nil : base, pinned: pinned)
+            return ResolvedTLS(
+                base: self == TLSOptions() ? nil : base,
+                pinned: pinned,
+                evaluator: try evaluator(base: base)
+            )
         } catch let error as FerryError {
             throw error
         } catch {
@@ -88,6 +107,47 @@ public struct TLSOptions: Sendable, Equatable {
                 underlying: error
             )
         }
+    }
+
+    /// The evaluator of the hosts Ferry verifies itself, if any.
+    private func evaluator(base: TLSConfiguration) throws -> TrustEvaluator? {
+        guard delegateEvaluatesServerTrust || !pinnedPublicKeys.isEmpty else { return nil }
+        func parsed(_ pem: String) throws -> [Certificate] {
+            try Self.certificates(pem).map { try Certificate(derEncoded: try $0.toDERBytes()) }
+        }
+        let roots: TrustEvaluator.Roots
+        switch trustRoots {
+        case .system: roots = .system
+        case .custom(let pem): roots = .custom(try parsed(pem))
+        case .systemAnd(let pem): roots = .systemAnd(try parsed(pem))
+        }
+        var keys: [String: Set<String>] = [:]
+        for (host, pins) in pinnedPublicKeys {
+            keys[host.lowercased()] = Set(
+                try pins.map { pin throws(FerryError) in
+                    let digest = pin.hasPrefix("sha256//") ? String(pin.dropFirst(8)) : pin
+                    guard let bytes = Data(base64Encoded: digest), bytes.count == 32 else {
+                        throw FerryError(
+                            .unsupportedConfiguration,
+                            "'\(pin)' is not a public-key pin (Base64 of a SHA-256 digest, optionally after sha256//)."
+                        )
+                    }
+                    return bytes.base64EncodedString()
+                }
+            )
+        }
+        var connection = base
+        connection.certificateVerification = .fullVerification
+        return TrustEvaluator(
+            roots: roots,
+            pinnedCertificates: try pinnedCertificates.reduce(into: [:]) {
+                $0[$1.key.lowercased()] = try parsed($1.value)
+            },
+            pinnedKeys: keys,
+            allowsInvalidCertificates: allowsInvalidCertificates,
+            asksDelegate: delegateEvaluatesServerTrust,
+            connection: connection
+        )
     }
 
     private static func certificates(_ pem: String) throws -> [NIOSSLCertificate] {
@@ -105,6 +165,14 @@ struct ResolvedTLS: Sendable {
     let base: TLSConfiguration?
     /// Per pinned host.
     let pinned: [String: TLSConfiguration]
+    /// For the hosts Ferry verifies itself (public-key pins, the delegate), if any.
+    let evaluator: TrustEvaluator?
+
+    init(base: TLSConfiguration?, pinned: [String: TLSConfiguration], evaluator: TrustEvaluator? = nil) {
+        self.base = base
+        self.pinned = pinned
+        self.evaluator = evaluator
+    }
 
     /// The configuration a request to `url` must use when it differs from the client's.
     func override(for url: URL) -> TLSConfiguration? {

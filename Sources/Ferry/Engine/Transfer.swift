@@ -439,18 +439,39 @@ final class Transfer: Sendable {
         if decompressing, !headers.contains(name: "Accept-Encoding") {
             headers.add(name: "Accept-Encoding", value: "gzip, deflate")
         }
+        let route = try await engine.route(url)
+        if let host = route.host, !headers.contains(name: "Host") { headers.add(name: "Host", value: host) }
+        do {
+            let client = engine.client(for: url, decompressing: decompressing, bridged: route.bridged)
+            let tls = route.bridged ? nil : engine.tls.override(for: url)
+            return try await exchange(method, headers, body, route: route, client: client, tls: tls)
+        } catch {
+            // A connection the TLS bridge refused reaches the client as a closed one.
+            if route.bridged, let failure = engine.bridge?.failure(for: Origin(url)) { throw failure }
+            throw error
+        }
+    }
+
+    private func exchange(
+        _ method: NIOHTTP1.HTTPMethod,
+        _ headers: HTTPHeaders,
+        _ body: RequestBody?,
+        route: (url: URL, host: String?, bridged: Bool),
+        client: HTTPClient,
+        tls tlsConfiguration: TLSConfiguration?
+    ) async throws -> (head: HTTPResponseHead, body: ResponseBody, stream: ResponseStream?) {
         guard let body else {
             let task = origin
             let stream = ResponseStream(onActivity: { task.touch() })
             stream.start(
                 try HTTPClient.Request(
-                    url: url,
+                    url: route.url,
                     method: method,
                     headers: headers,
                     body: nil,
-                    tlsConfiguration: engine.tls.override(for: url)
+                    tlsConfiguration: tlsConfiguration
                 ),
-                on: engine.client(for: url, decompressing: decompressing)
+                on: client
             )
             do {
                 return (try await stream.head(), ResponseBody(stream), stream)
@@ -459,14 +480,13 @@ final class Transfer: Sendable {
                 throw error
             }
         }
-        var clientRequest = HTTPClientRequest(url: url.absoluteString)
+        var clientRequest = HTTPClientRequest(url: route.url.absoluteString)
         clientRequest.method = method
         clientRequest.headers = headers
-        clientRequest.tlsConfiguration = engine.tls.override(for: url)
+        clientRequest.tlsConfiguration = tlsConfiguration
         let chunks = CountingChunks(base: body.chunks(), task: origin)
         clientRequest.body = .stream(chunks, length: body.length.map { .known($0) } ?? .unknown)
-        let response = try await engine.client(for: url, decompressing: decompressing)
-            .execute(clientRequest, deadline: .distantFuture)
+        let response = try await client.execute(clientRequest, deadline: .distantFuture)
         let head = HTTPResponseHead(version: response.version, status: response.status, headers: response.headers)
         return (head, ResponseBody(response.body), nil)
     }

@@ -55,10 +55,14 @@ public final class Session: Sendable {
     public init(configuration: SessionConfiguration = .default, delegate: (any SessionDelegate)? = nil) throws {
         let configuration = try configuration.validated()
         self.configuration = configuration
-        engine = Engine(configuration: configuration, tls: try configuration.tls.resolved())
+        engine = try Engine(configuration: configuration, tls: try configuration.tls.resolved())
         state = Mutex(State(delegate: delegate))
         hub = EventHub(hasDelegate: delegate != nil)
         startDelivery()
+        engine.bridge?.setDelegate { [weak self] challenge in
+            guard let self, let delegate = self.delegate else { return .performDefaultHandling }
+            return await self.askDelegate { await delegate.session(self, didReceive: challenge) }
+        }
     }
 
     /// A session with the default configuration and no delegate, shared by the process.
@@ -69,7 +73,7 @@ public final class Session: Sendable {
 
     private init(unvalidated configuration: SessionConfiguration) {
         self.configuration = configuration
-        engine = Engine(configuration: configuration, tls: ResolvedTLS(base: nil, pinned: [:]))
+        engine = Engine(configuration: configuration, tls: ResolvedTLS(base: nil, pinned: [:]), bridge: nil)
         state = Mutex(State())
         hub = EventHub(hasDelegate: false)
         startDelivery()

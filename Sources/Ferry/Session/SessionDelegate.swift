@@ -49,6 +49,10 @@ public protocol SessionDelegate: AnyObject, Sendable {
         task: SessionTask,
         didReceive challenge: AuthenticationChallenge
     ) async -> ChallengeDisposition
+    /// A server's certificate chain, before its connection is used (only with
+    /// ``TLSOptions/delegateEvaluatesServerTrust``); answer whether to trust it. The default
+    /// keeps the session's own verdict.
+    func session(_ session: Session, didReceive challenge: ServerTrustChallenge) async -> ServerTrustDisposition
     /// What the task's requests took; called once, just before its completion.
     func session(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics)
     /// A data task's response is about to be stored in the session's ``ResponseCache``;
@@ -115,6 +119,12 @@ extension SessionDelegate {
         didReceive challenge: AuthenticationChallenge
     ) async -> ChallengeDisposition { .performDefaultHandling }
     public func session(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics) {}
+    public func session(
+        _ session: Session,
+        didReceive challenge: ServerTrustChallenge
+    ) async -> ServerTrustDisposition {
+        .performDefaultHandling
+    }
     public func session(
         _ session: Session,
         dataTask: SessionTask,

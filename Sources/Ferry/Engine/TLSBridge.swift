@@ -1,0 +1,265 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOPosix
+import NIOSSL
+import NIOTLS
+import Synchronization
+
+/// Carries AsyncHTTPClient's requests to the hosts Ferry verifies itself over TLS
+/// connections Ferry makes: AsyncHTTPClient offers no hook to verify a server's certificate
+/// (public-key pins, the delegate's server-trust challenge).
+///
+/// For each such origin the bridge listens on a Unix socket in a directory only the user
+/// may enter. A request for `https://host/path` goes to AsyncHTTPClient as
+/// `http+unix://SOCKET/path` with `Host: host`; each plaintext connection the client opens
+/// there is paired with one TLS connection to the origin, connected, verified by
+/// ``TrustEvaluator`` (and the delegate) and handshaken before a byte is relayed. The pool
+/// keeps and reuses the pairs as it would direct connections. A refused chain closes the
+/// plaintext connection and is remembered, so the request fails with the reason rather than
+/// "connection closed".
+///
+/// ## Lifecycle and threading
+/// Made by the engine when the configuration needs it; listeners open on first use and
+/// close, with their directory, at ``shutdown()``. Both channels of a pair live on one
+/// event loop; everything else is behind one lock.
+final class TLSBridge: Sendable {
+    typealias AskDelegate = @Sendable (ServerTrustChallenge) async -> ServerTrustDisposition
+
+    private struct State {
+        var listeners: [Origin: EventLoopFuture<any Channel>] = [:]
+        var failures: [Origin: any Error] = [:]
+        var askDelegate: AskDelegate?
+        var nextSocket = 0
+    }
+
+    let evaluator: TrustEvaluator
+    private let context: NIOSSLContext
+    private let directory: URL
+    private let connectTimeout: TimeAmount
+    private let state = Mutex(State())
+
+    init(evaluator: TrustEvaluator, connectTimeout: TimeAmount) throws {
+        self.evaluator = evaluator
+        self.connectTimeout = connectTimeout
+        context = try NIOSSLContext(configuration: evaluator.connection)
+        directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("ferry-tls-\(UUID().uuidString.prefix(12))", isDirectory: true)
+        try FileManager.default.createDirectory(
+            at: directory,
+            withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700]
+        )
+    }
+
+    /// Who answers ``ServerTrustChallenge``s (the session sets it once it exists).
+    func setDelegate(_ ask: @escaping AskDelegate) {
+        state.withLock { $0.askDelegate = ask }
+    }
+
+    /// The URL AsyncHTTPClient must use for `url`, and the `Host` field to send with it.
+    func route(_ url: URL) async throws -> (url: URL, host: String) {
+        let origin = Origin(url)
+        let listener = state.withLock { state in
+            if let listener = state.listeners[origin] { return listener }
+            let path = directory.appendingPathComponent("\(state.nextSocket).sock").path
+            state.nextSocket += 1
+            let listener = listen(at: path, for: origin)
+            state.listeners[origin] = listener
+            return listener
+        }
+        let channel = try await listener.get()
+        guard let path = channel.localAddress?.pathname,
+            let routed = URL(httpURLWithSocketPath: path, uri: url.requestTarget)
+        else {
+            throw FerryError(.network, "The TLS bridge for \(origin) has no socket.")
+        }
+        var host = url.host ?? origin.host
+        if host.contains(":"), !host.hasPrefix("[") { host = "[\(host)]" }
+        return (routed, url.port.map { "\(host):\($0)" } ?? host)
+    }
+
+    /// Why the last connection to `origin` failed, if it did.
+    func failure(for origin: Origin) -> (any Error)? {
+        state.withLock { $0.failures[origin] }
+    }
+
+    func shutdown() async {
+        let listeners = state.withLock { state in
+            defer { state.listeners = [:] }
+            return Array(state.listeners.values)
+        }
+        for listener in listeners {
+            try? await listener.get().close()
+        }
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    private func listen(at path: String, for origin: Origin) -> EventLoopFuture<any Channel> {
+        ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { [self] inbound in
+                pair(inbound, withConnectionTo: origin)
+            }
+            .bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true)
+    }
+
+    /// Connects to `origin`, verifies it, and relays between it and `inbound` (registered
+    /// only once this succeeds, so it reads nothing before).
+    private func pair(_ inbound: any Channel, withConnectionTo origin: Origin) -> EventLoopFuture<Void> {
+        let loop = inbound.eventLoop
+        let handshake = loop.makePromise(of: Void.self)
+        let sniHost = origin.host.isIPAddress ? nil : origin.host
+        let connected = ClientBootstrap(group: loop)
+            .connectTimeout(connectTimeout)
+            .channelInitializer { [self] outbound in
+                outbound.eventLoop.makeCompletedFuture {
+                    let tls = try NIOSSLClientHandler(
+                        context: context,
+                        serverHostname: sniHost,
+                        customVerificationCallback: { [self] chain, verified in
+                            Task { verified.succeed(await self.evaluate(chain, origin: origin)) }
+                        }
+                    )
+                    try outbound.pipeline.syncOperations.addHandlers(tls, HandshakeWatcher(handshake))
+                }
+            }
+            .connect(host: origin.host, port: origin.port)
+        connected.whenFailure { handshake.fail($0) }
+        return connected.and(handshake.futureResult)
+            .flatMapThrowing { [self] outbound, _ in
+                let (inner, outer) = RelayHandler.pair()
+                try inbound.pipeline.syncOperations.addHandler(inner)
+                try outbound.pipeline.syncOperations.addHandler(outer)
+                state.withLock { $0.failures[origin] = nil }
+            }
+            .flatMapErrorThrowing { [self] error in
+                state.withLock { state in
+                    if state.failures[origin] == nil || !(error is NIOSSLError) { state.failures[origin] = error }
+                }
+                throw error
+            }
+    }
+
+    /// The session's verdict, then the delegate's, on a chain `origin` sent.
+    private func evaluate(_ chain: [NIOSSLCertificate], origin: Origin) async -> NIOSSLVerificationResult {
+        let verdict = await evaluator.verdict(on: chain, host: origin.host)
+        var refusal = verdict
+        if evaluator.asksDelegate, let ask = state.withLock({ $0.askDelegate }) {
+            let challenge = evaluator.challenge(chain: chain, host: origin.host, port: origin.port, verdict: verdict)
+            switch await ask(challenge) {
+            case .performDefaultHandling: break
+            case .trust: refusal = nil
+            case .cancel: refusal = "The delegate refused the certificate of \(origin.host)."
+            }
+        }
+        state.withLock { state in
+            state.failures[origin] = refusal.map { FerryError(.secureConnectionFailed, $0) }
+        }
+        return refusal == nil ? .certificateVerified : .failed
+    }
+}
+
+/// Completes a promise when the TLS handshake has, or fails it when the connection ends or
+/// errs first.
+private final class HandshakeWatcher: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    private let promise: EventLoopPromise<Void>
+
+    init(_ promise: EventLoopPromise<Void>) { self.promise = promise }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case TLSUserEvent.handshakeCompleted = event {
+            promise.succeed()
+            context.pipeline.syncOperations.removeHandler(self, promise: nil)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        promise.fail(error)
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        promise.fail(ChannelError.ioOnClosedChannel)
+        context.fireChannelInactive()
+    }
+}
+
+/// One end of a relay: what its channel reads, the partner's channel writes. Reading pauses
+/// while the partner cannot write (back-pressure), and either end closing closes both.
+private final class RelayHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private var partner: RelayHandler?
+    private var context: ChannelHandlerContext?
+    private var readPending = false
+
+    static func pair() -> (RelayHandler, RelayHandler) {
+        let first = RelayHandler()
+        let second = RelayHandler()
+        first.partner = second
+        second.partner = first
+        return (first, second)
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        // The partner may have paused a read before this end was there to wake it.
+        partner?.resumeReading()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+        partner = nil
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        partner?.context?.write(data, promise: nil)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        partner?.context?.flush()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        partner?.context?.close(promise: nil)
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { partner?.resumeReading() }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if partner?.context?.channel.isWritable ?? false {
+            context.read()
+        } else {
+            readPending = true
+        }
+    }
+
+    private func resumeReading() {
+        guard readPending, let context, partner?.context?.channel.isWritable ?? false else { return }
+        readPending = false
+        context.read()
+    }
+}
+
+extension String {
+    /// Whether this is an IPv4 or IPv6 address rather than a name (no SNI for those).
+    var isIPAddress: Bool {
+        contains(":") || split(separator: ".", omittingEmptySubsequences: false).allSatisfy { UInt8($0) != nil }
+    }
+}
