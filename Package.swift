@@ -26,6 +26,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         .target(
@@ -60,10 +61,26 @@ let package = Package(
             ],
             swiftSettings: strictSwift6
         ),
+        // The background daemon: its store (SQLite through GRDB, WAL), its service, the socket
+        // API's server and the client side of it.
+        .target(
+            name: "FerryBackground",
+            dependencies: [
+                "Ferry",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSwift6
+        ),
         .executableTarget(
             name: "ferry",
             dependencies: [
                 "Ferry",
+                "FerryBackground",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSwift6
@@ -99,13 +116,13 @@ let package = Package(
         ),
         .testTarget(
             name: "FerryTests",
-            dependencies: ["Ferry"],
+            dependencies: ["Ferry", "FerryBackground"],
             swiftSettings: strictSwift6
         ),
         .testTarget(
             name: "FerryIntegrationTests",
             dependencies: [
-                "Ferry", "FerryTestServer",
+                "Ferry", "FerryBackground", "FerryTestServer",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             // Support/form_echo.py: a Werkzeug form echo the upload tests start.

@@ -12,6 +12,9 @@ struct FerryCommand: AsyncParsableCommand {
             47 too many redirects, 64 usage error, 130 interrupted.
             """,
         version: "0.1.0",
-        subcommands: [GetCommand.self, UploadCommand.self, PutCommand.self]
+        subcommands: [
+            GetCommand.self, UploadCommand.self, PutCommand.self, AddCommand.self, ListCommand.self, WaitCommand.self,
+            PauseCommand.self, ResumeCommand.self, CancelCommand.self, DaemonCommand.self,
+        ]
     )
 }

@@ -358,7 +358,7 @@ struct Checkpoint {
         FileSystem.removeIfPresent(file.metadataURL)
         if let store {
             store.remove(key)
-            FileSystem.syncDirectory(store.directory)
+            if let directory = store.directory { FileSystem.syncDirectory(directory) }
         }
         FileSystem.syncDirectory(file.url.deletingLastPathComponent())
     }

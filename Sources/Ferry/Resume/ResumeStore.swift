@@ -11,20 +11,36 @@ public import Foundation
 /// continues from the stored entry; otherwise a stored entry for its key is discarded, with
 /// its partial file, and the download starts over.
 ///
-/// Entries are JSON files named `.ferry-resume-<hash>.json`, each holding its key; writes go
-/// through a temporary file and a rename.
+/// By default entries are JSON files named `.ferry-resume-<hash>.json` in a directory, each
+/// holding its key; writes go through a temporary file and a rename. A ``ResumeStorage`` of
+/// your own (a database: the background daemon keeps them in SQLite) replaces the files.
 public struct ResumeStore: Sendable, Equatable {
-    /// Where the entries live.
-    public let directory: URL
+    /// Where the entries live, when they are files.
+    public let directory: URL?
+    private let storage: (any ResumeStorage)?
 
-    public init(directory: URL) { self.directory = directory }
+    public init(directory: URL) {
+        self.directory = directory
+        storage = nil
+    }
+
+    /// Entries kept by `storage`.
+    public init(storage: any ResumeStorage) {
+        directory = nil
+        self.storage = storage
+    }
+
+    public static func == (lhs: ResumeStore, rhs: ResumeStore) -> Bool {
+        lhs.directory == rhs.directory
+            && lhs.storage.map(ObjectIdentifier.init) == rhs.storage.map(ObjectIdentifier.init)
+    }
 
     private struct Entry: Codable {
         var key: String
         var resumeData: ResumeData
     }
 
-    func fileURL(for key: String) -> URL {
+    func fileURL(for key: String, in directory: URL) -> URL {
         // FNV-1a, 64 bits: a stable name; the key inside the file settles collisions.
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in key.utf8 {
@@ -36,7 +52,8 @@ public struct ResumeStore: Sendable, Equatable {
 
     /// The resume data stored for `key`, if any and valid.
     public func resumeData(for key: String) -> ResumeData? {
-        guard let data = try? Data(contentsOf: fileURL(for: key)),
+        guard let directory else { return storage?.resumeData(for: key) }
+        guard let data = try? Data(contentsOf: fileURL(for: key, in: directory)),
             let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
             object["key"] as? String == key,
             let inner = object["resumeData"],
@@ -47,6 +64,10 @@ public struct ResumeStore: Sendable, Equatable {
 
     /// Stores `resumeData` under `key`, replacing what was there.
     public func save(_ resumeData: ResumeData, for key: String) throws {
+        guard let directory else {
+            try storage?.save(resumeData, for: key)
+            return
+        }
         try FileSystem.createDirectory(directory, mode: 0o700)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
@@ -57,11 +78,21 @@ public struct ResumeStore: Sendable, Equatable {
         } catch {
             throw FerryError(.fileSystem, "Cannot encode resume data.", underlying: error)
         }
-        try FileSystem.writeAtomically(data, to: fileURL(for: key))
+        try FileSystem.writeAtomically(data, to: fileURL(for: key, in: directory))
     }
 
     /// Removes the entry for `key`.
     public func remove(_ key: String) {
-        FileSystem.removeIfPresent(fileURL(for: key))
+        guard let directory else { return storage?.remove(key) ?? () }
+        FileSystem.removeIfPresent(fileURL(for: key, in: directory))
     }
+}
+
+/// Where a ``ResumeStore`` keeps its entries when they are not files: one ``ResumeData`` per
+/// key. Called from the transfer at each checkpoint (about once a second or every 4 MiB),
+/// from any thread; a call must be done with the entry durable when it returns.
+public protocol ResumeStorage: AnyObject, Sendable {
+    func resumeData(for key: String) -> ResumeData?
+    func save(_ resumeData: ResumeData, for key: String) throws
+    func remove(_ key: String)
 }

@@ -1,0 +1,105 @@
+package import Foundation
+
+/// The daemon's socket API, shared by its server and its clients. The protocol is written
+/// down in `Documentation/daemon-protocol.md`.
+package enum BackgroundAPI {
+    /// The largest request body the daemon reads; larger ones get `413`.
+    package static let maximumBodySize = 64 * 1024
+
+    /// A refused request: an HTTP status, a stable code, and a message for people.
+    package struct Failure: Error, Codable, Sendable, Equatable {
+        package var status: Int
+        package var code: String
+        package var message: String
+
+        package init(_ status: Int, _ code: String, _ message: String) {
+            self.status = status
+            self.code = code
+            self.message = message
+        }
+
+        static func badRequest(_ message: String) -> Failure { Failure(400, "badRequest", message) }
+        static func notFound(_ message: String) -> Failure { Failure(404, "notFound", message) }
+        static func forbiddenPath(_ message: String) -> Failure { Failure(403, "forbiddenPath", message) }
+    }
+
+    /// `POST /v1/tasks`.
+    package struct AddTask: Codable, Sendable, Equatable {
+        package var url: String
+        package var destination: String
+        package var session: String?
+        package var headers: [String: String]?
+        package var priority: Double?
+        package var earliestBeginDate: Date?
+        package var discretionary: Bool?
+
+        package init(url: String, destination: String, session: String? = nil) {
+            self.url = url
+            self.destination = destination
+            self.session = session
+        }
+
+        static let fields: Set<String> = [
+            "url", "destination", "session", "headers", "priority", "earliestBeginDate", "discretionary",
+        ]
+    }
+
+    /// `POST /v1/events/ack`.
+    package struct Acknowledge: Codable, Sendable, Equatable {
+        package var session: String
+        package var through: Int64
+
+        static let fields: Set<String> = ["session", "through"]
+    }
+
+    package struct TaskList: Codable, Sendable {
+        package var tasks: [BackgroundTaskRecord]
+    }
+
+    package struct EventList: Codable, Sendable {
+        package var events: [BackgroundEventRecord]
+    }
+
+    package static var encoder: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        encoder.outputFormatting = [.sortedKeys]
+        return encoder
+    }
+
+    package static var decoder: JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return decoder
+    }
+
+    /// Decodes a request body strictly: a JSON object with only `fields`, each of its type.
+    static func decode<Body: Decodable>(
+        _ type: Body.Type,
+        from data: Data,
+        fields: Set<String>
+    ) throws(Failure)
+        -> Body
+    {
+        guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
+            throw .badRequest("The body is not a JSON object.")
+        }
+        if let unknown = Set(object.keys).subtracting(fields).sorted().first {
+            throw .badRequest("Unknown field '\(unknown)'.")
+        }
+        do {
+            return try decoder.decode(Body.self, from: data)
+        } catch {
+            throw .badRequest("The body does not match the request: \(Self.describe(error)).")
+        }
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        switch error as? DecodingError {
+        case .keyNotFound(let key, _)?: "'\(key.stringValue)' is missing"
+        case .typeMismatch(_, let context)?, .valueNotFound(_, let context)?, .dataCorrupted(let context)?:
+            "'\(context.codingPath.map(\.stringValue).joined(separator: "."))' has the wrong type or value"
+        default: "it cannot be decoded"
+        }
+    }
+}

@@ -1,0 +1,92 @@
+import AsyncHTTPClient
+import Ferry
+package import Foundation
+import NIOCore
+import NIOHTTP1
+
+/// Speaks the daemon's socket API (see `Documentation/daemon-protocol.md`): what `ferry add`,
+/// `ls`, `pause`, `resume`, `cancel` and `wait` use.
+package struct BackgroundClient: Sendable {
+    package let socket: URL
+
+    package init(socket: URL) { self.socket = socket }
+
+    package func health() async throws -> Bool {
+        (try? await send("GET", "/v1/health")) != nil
+    }
+
+    package func add(_ request: BackgroundAPI.AddTask) async throws -> BackgroundTaskRecord {
+        try decode(BackgroundTaskRecord.self, try await send("POST", "/v1/tasks", body: request))
+    }
+
+    package func tasks(session: String? = nil) async throws -> [BackgroundTaskRecord] {
+        let query = session.map { "?session=\($0)" } ?? ""
+        return try decode(BackgroundAPI.TaskList.self, try await send("GET", "/v1/tasks\(query)")).tasks
+    }
+
+    package func task(_ id: Int64) async throws -> BackgroundTaskRecord {
+        try decode(BackgroundTaskRecord.self, try await send("GET", "/v1/tasks/\(id)"))
+    }
+
+    /// `pause`, `resume` or `cancel`.
+    package func perform(_ action: String, on id: Int64) async throws -> BackgroundTaskRecord {
+        try decode(
+            BackgroundTaskRecord.self,
+            try await send("POST", "/v1/tasks/\(id)/\(action)", body: [String: String]())
+        )
+    }
+
+    private func decode<Value: Decodable>(_ type: Value.Type, _ data: Data) throws -> Value {
+        do {
+            return try BackgroundAPI.decoder.decode(Value.self, from: data)
+        } catch {
+            throw FerryError(
+                .badServerResponse,
+                "The daemon's answer is not what this ferry expects.",
+                underlying: error
+            )
+        }
+    }
+
+    /// One request; the body of a 2xx answer, or the daemon's error as a ``FerryError``.
+    private func send(
+        _ method: String,
+        _ target: String,
+        body: (some Encodable)? = [String: String]?.none
+    ) async throws
+        -> Data
+    {
+        guard let url = URL(httpURLWithSocketPath: socket.path, uri: target) else {
+            throw FerryError(.invalidURL, "'\(socket.path)' cannot be used as a socket path.")
+        }
+        var request = HTTPClientRequest(url: url.absoluteString)
+        request.method = HTTPMethod(rawValue: method)
+        if let body {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(bytes: try BackgroundAPI.encoder.encode(body)))
+        }
+        let response: HTTPClientResponse
+        let bytes: ByteBuffer
+        do {
+            response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+            bytes = try await response.body.collect(upTo: 16 << 20)
+        } catch {
+            throw FerryError(
+                .network,
+                "No daemon answers at \(socket.path); start one with `ferry daemon`.",
+                underlying: error
+            )
+        }
+        let data = Data(bytes.readableBytesView)
+        guard (200..<300).contains(Int(response.status.code)) else {
+            let failure = (try? BackgroundAPI.decoder.decode([String: BackgroundAPI.Failure].self, from: data))?[
+                "error"
+            ]
+            throw FerryError(
+                response.status.code < 500 ? .invalidRequest : .badServerResponse,
+                failure?.message ?? "The daemon answered \(response.status.code)."
+            )
+        }
+        return data
+    }
+}

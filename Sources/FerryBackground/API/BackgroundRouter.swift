@@ -1,0 +1,215 @@
+import Foundation
+
+/// Answers the socket API's requests with the daemon: routing, validation, JSON. No I/O of
+/// its own; the server hands it whole requests (bounded) and writes what it returns.
+struct BackgroundRouter: Sendable {
+    let daemon: BackgroundDaemon
+    /// Directories a finished file may be written under.
+    let allowedDirectories: [URL]
+
+    struct Response: Sendable {
+        var status: Int
+        var body: Data
+    }
+
+    func respond(method: String, target: String, body: Data) async -> Response {
+        do {
+            return try await route(method: method, target: target, body: body)
+        } catch let failure as BackgroundAPI.Failure {
+            return Self.failure(failure)
+        } catch {
+            return Self.failure(BackgroundAPI.Failure(500, "internal", "The daemon's store failed: \(error)."))
+        }
+    }
+
+    static func failure(_ failure: BackgroundAPI.Failure) -> Response {
+        Response(status: failure.status, body: json(["error": failure]))
+    }
+
+    private static func json(_ value: some Encodable) -> Data {
+        (try? BackgroundAPI.encoder.encode(value)) ?? Data("{}".utf8)
+    }
+
+    private func route(method: String, target: String, body: Data) async throws -> Response {
+        let components = URLComponents(string: target)
+        let path = (components?.path ?? "").split(separator: "/").map(String.init)
+        let query = Dictionary(
+            (components?.queryItems ?? []).map { ($0.name, $0.value ?? "") },
+            uniquingKeysWith: { _, last in last }
+        )
+        guard let endpoint = Endpoint(path) else {
+            throw BackgroundAPI.Failure.notFound("No such endpoint: \(target).")
+        }
+        switch (method, endpoint) {
+        case ("GET", .health):
+            return Response(status: 200, body: Self.json(["pid": Int(ProcessInfo.processInfo.processIdentifier)]))
+        case ("POST", .tasks):
+            let request = try BackgroundAPI.decode(
+                BackgroundAPI.AddTask.self,
+                from: body,
+                fields: BackgroundAPI.AddTask.fields
+            )
+            let record = try validate(request)
+            return Response(status: 201, body: Self.json(try await daemon.add(record)))
+        case ("GET", .tasks):
+            let session = try query["session"].map(Self.validSession)
+            let tasks = try daemon.store.tasks(session: session)
+            return Response(status: 200, body: Self.json(BackgroundAPI.TaskList(tasks: await live(tasks))))
+        case ("GET", .task(let id)):
+            let task = try await found(try Self.taskID(id)) { try $0.store.task($1) }
+            return Response(status: 200, body: Self.json(await live([task])[0]))
+        case ("POST", .action(let id, let action)):
+            let id = try Self.taskID(id)
+            let task: BackgroundTaskRecord
+            switch action {
+            case "pause": task = try await found(id) { try await $0.pause($1) }
+            case "resume": task = try await found(id) { try await $0.resume($1) }
+            case "cancel": task = try await found(id) { try await $0.cancel($1) }
+            default: throw BackgroundAPI.Failure.notFound("No action '\(action)' (pause, resume, cancel).")
+            }
+            return Response(status: 200, body: Self.json(task))
+        case ("GET", .events):
+            let session = try Self.validSession(query["session"] ?? "")
+            guard let after = Int64(query["after"] ?? "0"), after >= 0 else {
+                throw BackgroundAPI.Failure.badRequest("'after' is not a sequence number.")
+            }
+            let events = try daemon.store.events(session: session, after: after)
+            return Response(status: 200, body: Self.json(BackgroundAPI.EventList(events: events)))
+        case ("POST", .acknowledge):
+            let ack = try BackgroundAPI.decode(
+                BackgroundAPI.Acknowledge.self,
+                from: body,
+                fields: BackgroundAPI.Acknowledge.fields
+            )
+            try daemon.store.acknowledge(session: try Self.validSession(ack.session), through: ack.through)
+            return Response(status: 204, body: Data())
+        default:
+            throw BackgroundAPI.Failure(405, "methodNotAllowed", "\(method) is not allowed on \(target).")
+        }
+    }
+
+    /// The API's resources, from a request path.
+    private enum Endpoint {
+        case health
+        case tasks
+        case task(String)
+        case action(String, String)
+        case events
+        case acknowledge
+
+        init?(_ path: [String]) {
+            guard path.first == "v1" else { return nil }
+            let rest = Array(path.dropFirst())
+            switch rest.count {
+            case 1 where rest[0] == "health": self = .health
+            case 1 where rest[0] == "tasks": self = .tasks
+            case 2 where rest[0] == "tasks": self = .task(rest[1])
+            case 3 where rest[0] == "tasks": self = .action(rest[1], rest[2])
+            case 1 where rest[0] == "events": self = .events
+            case 2 where rest[0] == "events" && rest[1] == "ack": self = .acknowledge
+            default: return nil
+            }
+        }
+    }
+
+    private func found(
+        _ id: Int64,
+        _ body: @Sendable (BackgroundDaemon, Int64) async throws -> BackgroundTaskRecord?
+    ) async throws -> BackgroundTaskRecord {
+        guard let task = try await body(daemon, id) else { throw BackgroundAPI.Failure.notFound("No task \(id).") }
+        return task
+    }
+
+    /// Running tasks with the bytes they have now rather than at their last checkpoint.
+    private func live(_ tasks: [BackgroundTaskRecord]) async -> [BackgroundTaskRecord] {
+        var result = tasks
+        for index in result.indices where result[index].state == .running {
+            if let id = result[index].id, let progress = await daemon.liveProgress(id) {
+                result[index].bytesReceived = max(result[index].bytesReceived, progress.received)
+                result[index].bytesExpected = progress.expected ?? result[index].bytesExpected
+            }
+        }
+        return result
+    }
+
+    // MARK: Validation
+
+    private func validate(_ request: BackgroundAPI.AddTask) throws(BackgroundAPI.Failure) -> BackgroundTaskRecord {
+        guard let url = URL(string: request.url), let scheme = url.scheme?.lowercased(),
+            scheme == "http" || scheme == "https", url.host?.isEmpty == false
+        else {
+            throw .badRequest("'\(request.url)' is not an http or https URL with a host.")
+        }
+        for (name, value) in request.headers ?? [:] {
+            let token = !name.isEmpty && name.unicodeScalars.allSatisfy { $0.isASCII && $0.value > 32 && $0 != ":" }
+            // Scalars, not Characters: "\r\n" is one Character, equal to neither.
+            guard token, !value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else {
+                throw .badRequest("The header field '\(name)' is not valid.")
+            }
+        }
+        if let priority = request.priority, !(0...1).contains(priority) {
+            throw .badRequest("'priority' must be between 0 and 1.")
+        }
+        return BackgroundTaskRecord(
+            session: try Self.validSession(request.session ?? "cli"),
+            url: url.absoluteString,
+            headers: request.headers ?? [:],
+            destination: try allowedDestination(request.destination).path,
+            priority: request.priority ?? 0.5,
+            earliestBeginDate: request.earliestBeginDate,
+            isDiscretionary: request.discretionary ?? false
+        )
+    }
+
+    /// `path` when it is absolute, names a file, and lies under an allowed directory
+    /// (symbolic links of its directory resolved).
+    func allowedDestination(_ path: String) throws(BackgroundAPI.Failure) -> URL {
+        guard path.hasPrefix("/"), !path.hasSuffix("/"), !path.contains("\0"),
+            !path.split(separator: "/").contains(where: { $0 == ".." || $0 == "." })
+        else {
+            throw .badRequest("The destination must be an absolute path to a file, without '.' or '..'.")
+        }
+        let file = URL(fileURLWithPath: path)
+        let directory = Self.resolvedExistingPrefix(file.deletingLastPathComponent())
+        let allowed = allowedDirectories.map { Self.resolvedExistingPrefix($0).path }
+        guard allowed.contains(where: { directory.path == $0 || directory.path.hasPrefix($0 == "/" ? "/" : $0 + "/") })
+        else {
+            throw .forbiddenPath(
+                "'\(path)' is outside the directories the daemon writes to (\(allowed.joined(separator: ", ")))."
+            )
+        }
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+            throw .badRequest("'\(path)' is a directory.")
+        }
+        return directory.appendingPathComponent(file.lastPathComponent)
+    }
+
+    /// The directory with symbolic links resolved as far as it exists.
+    private static func resolvedExistingPrefix(_ directory: URL) -> URL {
+        var existing = directory.standardizedFileURL
+        var missing: [String] = []
+        while !FileManager.default.fileExists(atPath: existing.path), existing.path != "/" {
+            missing.insert(existing.lastPathComponent, at: 0)
+            existing = existing.deletingLastPathComponent()
+        }
+        var resolved = existing.resolvingSymlinksInPath()
+        for component in missing { resolved.appendPathComponent(component) }
+        return resolved
+    }
+
+    private static func validSession(_ name: String) throws(BackgroundAPI.Failure) -> String {
+        let allowed = name.unicodeScalars.allSatisfy {
+            ($0.isASCII && (CharacterSet.alphanumerics.contains($0))) || "._-".unicodeScalars.contains($0)
+        }
+        guard (1...128).contains(name.count), allowed else {
+            throw .badRequest("A session identifier is 1 to 128 letters, digits, '.', '_' or '-'.")
+        }
+        return name
+    }
+
+    private static func taskID(_ text: String) throws(BackgroundAPI.Failure) -> Int64 {
+        guard let id = Int64(text), id > 0 else { throw .badRequest("'\(text)' is not a task identifier.") }
+        return id
+    }
+}

@@ -1,0 +1,138 @@
+package import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The daemon's socket API: HTTP/1.1 and JSON on a Unix domain socket that only its user
+/// can open (the socket is mode 0600 in a directory of mode 0700).
+///
+/// ## Lifecycle and threading
+/// ``start(daemon:socket:allowedDirectories:)`` binds and returns; connections are served
+/// concurrently, each request read whole (at most ``BackgroundAPI/maximumBodySize``) and
+/// answered by ``BackgroundRouter``. Nothing a client sends ends the server: malformed HTTP
+/// closes that connection, bad requests get a JSON error. ``run()`` serves until
+/// ``close()``.
+package final class BackgroundServer: Sendable {
+    private typealias Connection = NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>
+    private let channel: NIOAsyncChannel<Connection, Never>
+    private let router: BackgroundRouter
+    package let socketPath: String
+
+    private init(channel: NIOAsyncChannel<Connection, Never>, router: BackgroundRouter, socketPath: String) {
+        self.channel = channel
+        self.router = router
+        self.socketPath = socketPath
+    }
+
+    /// Binds the socket at `socket` (replacing a stale one: the caller holds the daemon lock).
+    package static func start(
+        daemon: BackgroundDaemon,
+        socket: URL,
+        allowedDirectories: [URL]
+    ) async throws -> BackgroundServer {
+        try FileManager.default.createDirectory(
+            at: socket.deletingLastPathComponent(),
+            withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700]
+        )
+        // Created 0600 from the start: no moment where another user could connect.
+        let previous = umask(0o177)
+        defer { umask(previous) }
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .bind(unixDomainSocketPath: socket.path, cleanupExistingSocketFile: true) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                    return try Connection(wrappingChannelSynchronously: channel)
+                }
+            }
+        chmod(socket.path, 0o600)
+        return BackgroundServer(
+            channel: channel,
+            router: BackgroundRouter(daemon: daemon, allowedDirectories: allowedDirectories),
+            socketPath: socket.path
+        )
+    }
+
+    /// Serves until the socket is closed.
+    package func run() async {
+        do {
+            try await channel.executeThenClose { inbound in
+                try await withThrowingDiscardingTaskGroup { group in
+                    for try await connection in inbound {
+                        group.addTask { await self.serve(connection) }
+                    }
+                }
+            }
+        } catch {
+            // The socket was closed.
+        }
+    }
+
+    package func close() async {
+        try? await channel.channel.close()
+    }
+
+    private func serve(_ connection: Connection) async {
+        do {
+            try await connection.executeThenClose { inbound, outbound in
+                var head: HTTPRequestHead?
+                var body = ByteBuffer()
+                for try await part in inbound {
+                    switch part {
+                    case .head(let next):
+                        head = next
+                        body.clear()
+                    case .body(var chunk):
+                        guard body.readableBytes + chunk.readableBytes <= BackgroundAPI.maximumBodySize else {
+                            let failure = BackgroundAPI.Failure(
+                                413,
+                                "tooLarge",
+                                "A request body may hold at most \(BackgroundAPI.maximumBodySize) bytes."
+                            )
+                            try await write(BackgroundRouter.failure(failure), keepAlive: false, to: outbound)
+                            return
+                        }
+                        body.writeBuffer(&chunk)
+                    case .end:
+                        guard let request = head else { return }
+                        let response = await router.respond(
+                            method: request.method.rawValue,
+                            target: request.uri,
+                            body: Data(body.readableBytesView)
+                        )
+                        try await write(response, keepAlive: request.isKeepAlive, to: outbound)
+                        if !request.isKeepAlive { return }
+                        head = nil
+                    }
+                }
+            }
+        } catch {
+            // The client went away or sent something that is not HTTP.
+        }
+    }
+
+    private func write(
+        _ response: BackgroundRouter.Response,
+        keepAlive: Bool,
+        to outbound: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>
+    ) async throws {
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Length", value: "\(response.body.count)")
+        if !response.body.isEmpty { headers.add(name: "Content-Type", value: "application/json") }
+        if !keepAlive { headers.add(name: "Connection", value: "close") }
+        let head = HTTPResponseHead(
+            version: .http1_1,
+            status: HTTPResponseStatus(statusCode: response.status),
+            headers: headers
+        )
+        try await outbound.write(.head(head))
+        if !response.body.isEmpty { try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: response.body)))) }
+        try await outbound.write(.end(nil))
+    }
+}

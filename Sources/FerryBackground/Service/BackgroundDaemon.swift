@@ -1,0 +1,204 @@
+import Ferry
+package import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The service behind `ferry daemon`: owns the background tasks of every session, runs them
+/// with Ferry's engine, and keeps their state in a ``BackgroundStore``.
+///
+/// ## Lifecycle and threading
+/// ``start()`` requeues the tasks a previous run left `running` (it died: they continue from
+/// their checkpoint with a range request) and starts what the scheduler allows; afterwards
+/// every change (add, pause, resume, cancel, a transfer ending, an `earliestBeginDate`
+/// passing) schedules again. An actor: requests from the socket API are serialized here.
+package actor BackgroundDaemon {
+    /// How the daemon runs.
+    package struct Options: Sendable {
+        package var stateDirectory: URL
+        /// At most this many transfers at once.
+        package var globalLimit = 8
+        /// At most this many transfers per host at once.
+        package var perHostLimit = 4
+        /// Retries of transient failures per start, each resuming.
+        package var retries = 5
+
+        package init(stateDirectory: URL) { self.stateDirectory = stateDirectory }
+    }
+
+    package let store: BackgroundStore
+    private let session: Session
+    private let scheduler: BackgroundScheduler
+    private var running: [Int64: DownloadTask] = [:]
+    /// Why a running transfer is being stopped, when the daemon stops it.
+    private var stopping: [Int64: BackgroundTaskRecord.State] = [:]
+    private var wake: Task<Void, Never>?
+
+    package init(options: Options) throws {
+        store = try BackgroundStore(directory: options.stateDirectory)
+        var configuration = SessionConfiguration.default
+        configuration.downloadsDirectory = options.stateDirectory.appendingPathComponent("partials", isDirectory: true)
+        configuration.resumeStore = ResumeStore(storage: store)
+        configuration.retryPolicy = RetryPolicy(maximumRetries: options.retries)
+        configuration.httpMaximumConnectionsPerHost = options.perHostLimit
+        configuration.cookieStore = nil
+        session = try Session(configuration: configuration)
+        scheduler = BackgroundScheduler(limit: options.globalLimit)
+    }
+
+    /// Picks up where the last run stopped, then schedules.
+    package func start() throws {
+        for task in try store.tasks() where task.state == .running {
+            guard let id = task.id else { continue }
+            try store.update(id) { $0.state = .queued }
+        }
+        try schedule()
+    }
+
+    // MARK: Requests
+
+    /// Queues a new task.
+    package func add(_ task: BackgroundTaskRecord) throws -> BackgroundTaskRecord {
+        let added = try store.insert(task)
+        try schedule()
+        return try store.task(added.id ?? 0) ?? added
+    }
+
+    /// Stops a queued or running task, keeping what it fetched.
+    package func pause(_ id: Int64) async throws -> BackgroundTaskRecord? {
+        guard let task = try store.task(id) else { return nil }
+        switch task.state {
+        case .queued:
+            try store.update(id) { $0.state = .paused }
+        case .running:
+            if let transfer = running[id] {
+                stopping[id] = .paused
+                _ = await transfer.cancelProducingResumeData()
+            }
+        default:
+            break
+        }
+        return try store.task(id)
+    }
+
+    /// Queues a paused or failed task again; it continues from its checkpoint.
+    package func resume(_ id: Int64) throws -> BackgroundTaskRecord? {
+        guard let task = try store.task(id) else { return nil }
+        if task.state == .paused || task.state == .failed {
+            try store.update(id) {
+                $0.state = .queued
+                $0.errorMessage = nil
+                $0.finishedAt = nil
+            }
+            try schedule()
+        }
+        return try store.task(id)
+    }
+
+    /// Ends a task that has not ended, discarding what it fetched.
+    package func cancel(_ id: Int64) throws -> BackgroundTaskRecord? {
+        guard let task = try store.task(id) else { return nil }
+        if let transfer = running[id] {
+            stopping[id] = .canceled
+            transfer.cancel()
+        } else if !task.state.isFinal {
+            if let resume = store.resumeData(for: task.resumeKey) {
+                try? FileManager.default.removeItem(at: resume.partialFile)
+            }
+            try store.finish(id, as: .canceled, detail: nil)
+        }
+        return try store.task(id)
+    }
+
+    // MARK: Running
+
+    private func schedule() throws {
+        let queued = try store.tasks().filter { $0.state == .queued }
+        let decision = scheduler.decide(
+            queued: queued.compactMap { task in
+                task.id.map {
+                    .init(
+                        id: $0,
+                        priority: task.priority,
+                        earliestBeginDate: task.earliestBeginDate,
+                        isDiscretionary: task.isDiscretionary
+                    )
+                }
+            },
+            running: running.count,
+            now: Date()
+        )
+        for id in decision.start {
+            guard let task = queued.first(where: { $0.id == id }) else { continue }
+            try run(task, id: id)
+        }
+        wake?.cancel()
+        wake = decision.wakeAt.map { date in
+            Task { [weak self] in
+                try? await Task.sleep(for: .seconds(max(0, date.timeIntervalSinceNow)))
+                guard !Task.isCancelled else { return }
+                try? await self?.schedule()
+            }
+        }
+    }
+
+    private func run(_ record: BackgroundTaskRecord, id: Int64) throws {
+        guard let url = URL(string: record.url) else {
+            try store.finish(id, as: .failed, detail: "'\(record.url)' is not a URL.")
+            return
+        }
+        var request = URLRequest(url: url)
+        for (name, value) in record.headers { request.setValue(value, forHTTPHeaderField: name) }
+        let transfer = session.downloadTask(
+            with: request,
+            to: .file(
+                URL(fileURLWithPath: record.destination),
+                options: [.removePreviousFile, .createIntermediateDirectories]
+            )
+        )
+        transfer.resumeKey = record.resumeKey
+        transfer.resumesFromStore = true
+        try store.update(id) { $0.state = .running }
+        running[id] = transfer
+        let events = transfer.events
+        transfer.resume()
+        Task { [weak self] in
+            for await _ in events {}
+            await self?.ended(id, transfer: transfer)
+        }
+    }
+
+    private func ended(_ id: Int64, transfer: DownloadTask) {
+        running[id] = nil
+        let reason = stopping.removeValue(forKey: id)
+        do {
+            if let error = transfer.error {
+                switch reason {
+                case .paused?:
+                    try store.update(id) { $0.state = .paused }
+                case .canceled?:
+                    try store.finish(id, as: .canceled, detail: nil)
+                default:
+                    try store.finish(id, as: .failed, detail: error.description)
+                }
+            } else {
+                let received = transfer.countOfBytesReceived
+                try store.update(id) {
+                    $0.bytesReceived = max($0.bytesReceived, received)
+                    $0.bytesExpected = $0.bytesExpected ?? received
+                }
+                try store.finish(id, as: .completed, detail: transfer.fileURL?.path)
+            }
+            try schedule()
+        } catch {
+            // The store refused a write: the task stays as stored and is picked up again at
+            // the next start.
+        }
+    }
+
+    /// How far a running task is now (the store has the last checkpoint).
+    package func liveProgress(_ id: Int64) -> (received: Int64, expected: Int64?)? {
+        running[id].map { ($0.countOfBytesReceived, $0.countOfBytesExpectedToReceive) }
+    }
+}

@@ -1,0 +1,194 @@
+package import Ferry
+package import Foundation
+import GRDB
+
+/// The daemon's durable state: tasks, their resume data (checkpoints: bytes on disk,
+/// validator, partial file), and the events not yet acknowledged, in one SQLite database in
+/// WAL mode (`ferry.sqlite` in the state directory).
+///
+/// Every write is a transaction that is durable when the call returns, so a `kill -9` at any
+/// moment leaves either the state before or the state after it. Safe to use from any
+/// thread; the database serializes writers.
+package final class BackgroundStore: Sendable {
+    private let database: DatabasePool
+
+    /// Opens (creating and migrating when needed) the store in `directory`.
+    ///
+    /// - Throws: ``FerryError/Reason/fileSystem`` when the database cannot be opened.
+    package init(directory: URL) throws(FerryError) {
+        do {
+            try FileManager.default.createDirectory(
+                at: directory,
+                withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700]
+            )
+            var configuration = Configuration()
+            configuration.busyMode = .timeout(10)
+            database = try DatabasePool(
+                path: directory.appendingPathComponent("ferry.sqlite").path,
+                configuration: configuration
+            )
+            try Self.migrator.migrate(database)
+        } catch {
+            throw FerryError(.fileSystem, "Cannot open the daemon's store in '\(directory.path)'.", underlying: error)
+        }
+    }
+
+    private static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.create(table: "task") { table in
+                table.autoIncrementedPrimaryKey("id")
+                table.column("session", .text).notNull().indexed()
+                table.column("url", .text).notNull()
+                table.column("headers", .text).notNull()
+                table.column("destination", .text).notNull()
+                table.column("state", .text).notNull().indexed()
+                table.column("bytesReceived", .integer).notNull()
+                table.column("bytesExpected", .integer)
+                table.column("errorMessage", .text)
+                table.column("priority", .double).notNull()
+                table.column("earliestBeginDate", .datetime)
+                table.column("isDiscretionary", .boolean).notNull()
+                table.column("createdAt", .datetime).notNull()
+                table.column("finishedAt", .datetime)
+            }
+            try db.create(table: "resume") { table in
+                table.primaryKey("key", .text)
+                table.column("data", .blob).notNull()
+            }
+            try db.create(table: "event") { table in
+                table.autoIncrementedPrimaryKey("seq")
+                table.column("session", .text).notNull().indexed()
+                table.column("taskId", .integer).notNull()
+                table.column("kind", .text).notNull()
+                table.column("detail", .text)
+                table.column("createdAt", .datetime).notNull()
+            }
+        }
+        return migrator
+    }
+
+    // MARK: Tasks
+
+    /// Stores a new task and returns it with its identifier.
+    package func insert(_ task: BackgroundTaskRecord) throws -> BackgroundTaskRecord {
+        try database.write { db in
+            var task = task
+            try task.insert(db)
+            return task
+        }
+    }
+
+    package func task(_ id: Int64) throws -> BackgroundTaskRecord? {
+        try database.read { db in try BackgroundTaskRecord.fetchOne(db, key: id) }
+    }
+
+    /// Every task, or those of one session, oldest first.
+    package func tasks(session: String? = nil) throws -> [BackgroundTaskRecord] {
+        try database.read { db in
+            var request = BackgroundTaskRecord.order(Column("id"))
+            if let session { request = request.filter(Column("session") == session) }
+            return try request.fetchAll(db)
+        }
+    }
+
+    /// Changes a task in one transaction; returns it as stored, or `nil` when it does not
+    /// exist. `change` may throw to leave it untouched.
+    @discardableResult
+    package func update(
+        _ id: Int64,
+        _ change: @escaping @Sendable (inout BackgroundTaskRecord) throws -> Void
+    ) throws -> BackgroundTaskRecord? {
+        try database.write { db in
+            guard var task = try BackgroundTaskRecord.fetchOne(db, key: id) else { return nil }
+            try change(&task)
+            try task.update(db)
+            return task
+        }
+    }
+
+    /// Ends a task and records its event in one transaction, so the event exists exactly
+    /// when the state says it ended.
+    @discardableResult
+    package func finish(
+        _ id: Int64,
+        as state: BackgroundTaskRecord.State,
+        detail: String?
+    ) throws -> BackgroundEventRecord? {
+        try database.write { db in
+            guard var task = try BackgroundTaskRecord.fetchOne(db, key: id), !task.state.isFinal else { return nil }
+            task.state = state
+            task.finishedAt = Date()
+            if state == .failed { task.errorMessage = detail }
+            try task.update(db)
+            try db.execute(sql: "DELETE FROM resume WHERE key = ?", arguments: [task.resumeKey])
+            let kind: BackgroundEventRecord.Kind =
+                switch state {
+                case .completed: .completed
+                case .canceled: .canceled
+                default: .failed
+                }
+            var event = BackgroundEventRecord(session: task.session, taskId: id, kind: kind, detail: detail)
+            try event.insert(db)
+            return event
+        }
+    }
+
+    // MARK: Events
+
+    /// The events of `session` after sequence number `seq`, in order.
+    package func events(session: String, after seq: Int64) throws -> [BackgroundEventRecord] {
+        try database.read { db in
+            try BackgroundEventRecord
+                .filter(Column("session") == session && Column("seq") > seq)
+                .order(Column("seq"))
+                .fetchAll(db)
+        }
+    }
+
+    /// Forgets the events of `session` up to and including `seq`: they were delivered.
+    package func acknowledge(session: String, through seq: Int64) throws {
+        try database.write { db in
+            try db.execute(sql: "DELETE FROM event WHERE session = ? AND seq <= ?", arguments: [session, seq])
+        }
+    }
+}
+
+// MARK: Resume data
+
+extension BackgroundStore: ResumeStorage {
+    package func resumeData(for key: String) -> ResumeData? {
+        guard
+            let data = try? database.read({ db in
+                try Data.fetchOne(db, sql: "SELECT data FROM resume WHERE key = ?", arguments: [key])
+            })
+        else { return nil }
+        return try? ResumeData(decoding: data)
+    }
+
+    /// Stores the checkpoint, and the task's byte count with it.
+    package func save(_ resumeData: ResumeData, for key: String) throws {
+        do {
+            try database.write { db in
+                try db.execute(
+                    sql:
+                        "INSERT INTO resume (key, data) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET data = excluded.data",
+                    arguments: [key, resumeData.encoded()]
+                )
+                if key.hasPrefix("task-"), let id = Int64(key.dropFirst(5)) {
+                    try db.execute(
+                        sql: "UPDATE task SET bytesReceived = ?, bytesExpected = ? WHERE id = ?",
+                        arguments: [resumeData.bytesOnDisk, resumeData.totalLength, id]
+                    )
+                }
+            }
+        } catch {
+            throw FerryError(.fileSystem, "Cannot store a checkpoint in the daemon's store.", underlying: error)
+        }
+    }
+
+    package func remove(_ key: String) {
+        _ = try? database.write { db in try db.execute(sql: "DELETE FROM resume WHERE key = ?", arguments: [key]) }
+    }
+}

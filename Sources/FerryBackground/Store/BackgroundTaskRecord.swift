@@ -1,0 +1,79 @@
+package import Foundation
+package import GRDB
+
+/// One transfer the daemon owns, as its store keeps it: what to fetch, where it goes, how
+/// far it got, and how it ended.
+///
+/// The daemon's state machine over these records lives in `BackgroundScheduler`; this is
+/// only the row.
+package struct BackgroundTaskRecord: Codable, Sendable, Equatable {
+    /// The stages of a background task. `running` rows found at start-up were interrupted
+    /// (the daemon died): they are queued again and continue from their checkpoint.
+    package enum State: String, Codable, Sendable, CaseIterable {
+        case queued
+        case running
+        case paused
+        case completed
+        case failed
+        case canceled
+
+        /// Whether the task can still move.
+        package var isFinal: Bool { self == .completed || self == .failed || self == .canceled }
+    }
+
+    /// Assigned by the store, increasing.
+    package var id: Int64?
+    /// The background session's identifier (`ferry add` uses `cli`).
+    package var session: String
+    package var url: String
+    /// Header fields sent with the request, JSON `{name: value}`.
+    package var headers: [String: String]
+    /// Where the finished file goes (absolute path).
+    package var destination: String
+    package var state: State
+    package var bytesReceived: Int64
+    package var bytesExpected: Int64?
+    /// Why it failed, for people.
+    package var errorMessage: String?
+    /// 0 (lowest) … 1 (highest); 0.5 by default, as URLSessionTask.priority.
+    package var priority: Double
+    /// Not started before this time (URLSessionTask.earliestBeginDate).
+    package var earliestBeginDate: Date?
+    /// Runs only when nothing else waits (URLSessionConfiguration.isDiscretionary).
+    package var isDiscretionary: Bool
+    package var createdAt: Date
+    package var finishedAt: Date?
+
+    package init(
+        session: String,
+        url: String,
+        headers: [String: String] = [:],
+        destination: String,
+        priority: Double = 0.5,
+        earliestBeginDate: Date? = nil,
+        isDiscretionary: Bool = false,
+        createdAt: Date = Date()
+    ) {
+        self.session = session
+        self.url = url
+        self.headers = headers
+        self.destination = destination
+        state = .queued
+        bytesReceived = 0
+        self.priority = priority
+        self.earliestBeginDate = earliestBeginDate
+        self.isDiscretionary = isDiscretionary
+        self.createdAt = createdAt
+    }
+
+    /// The key of its resume data in the store.
+    var resumeKey: String { "task-\(id ?? 0)" }
+}
+
+extension BackgroundTaskRecord: FetchableRecord, MutablePersistableRecord {
+    package static let databaseTableName = "task"
+
+    package mutating func didInsert(_ inserted: InsertionSuccess) {
+        id = inserted.rowID
+    }
+}

@@ -1,0 +1,393 @@
+import ArgumentParser
+import Ferry
+import FerryBackground
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Where the daemon is: shared by every daemon command.
+struct DaemonOptions: ParsableArguments {
+    @Option(
+        name: .customLong("socket"),
+        help: "The daemon's socket (default: FERRY_SOCKET, then $XDG_RUNTIME_DIR/ferry/daemon.sock)."
+    )
+    var socket: String?
+
+    @Option(
+        name: .customLong("state-dir"),
+        help: "The daemon's state directory (default: FERRY_STATE_DIR, then $XDG_STATE_HOME/ferry)."
+    )
+    var stateDirectory: String?
+
+    var locations: BackgroundLocations { BackgroundLocations(stateDirectory: stateDirectory, socket: socket) }
+    var client: BackgroundClient { BackgroundClient(socket: locations.socket) }
+}
+
+/// `ferry daemon`: runs the background daemon in the foreground.
+struct DaemonCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "daemon",
+        abstract: "Run the background daemon (in the foreground, for service managers and tests).",
+        discussion: """
+            One daemon per state directory: it owns the downloads added with `ferry add` and by \
+            background sessions, keeps them in SQLite (ferry.sqlite, WAL) and continues them from \
+            their last checkpoint after any crash. It answers on a Unix socket only its user can \
+            open. SIGTERM or SIGINT stops it; unfinished downloads continue at the next start.
+            """
+    )
+
+    @OptionGroup var daemon: DaemonOptions
+
+    @Option(name: .customLong("allow"), help: "Also allow finished files under this directory (repeatable).")
+    var allowed: [String] = []
+
+    @Option(name: .customLong("max-transfers"), help: "Transfers at once, all hosts together.")
+    var globalLimit = 8
+
+    @Option(name: .customLong("max-per-host"), help: "Transfers at once per host.")
+    var perHostLimit = 4
+
+    func run() async throws {
+        let locations = daemon.locations
+        do {
+            guard let lock = try DaemonLock(directory: locations.stateDirectory) else {
+                throw FerryError(
+                    .unsupportedConfiguration,
+                    "A daemon already runs for \(locations.stateDirectory.path)."
+                )
+            }
+            var options = BackgroundDaemon.Options(stateDirectory: locations.stateDirectory)
+            options.globalLimit = max(1, globalLimit)
+            options.perHostLimit = max(1, perHostLimit)
+            let service = try BackgroundDaemon(options: options)
+            try await service.start()
+            var allowedDirectories = [
+                FileManager.default.homeDirectoryForCurrentUser, locations.stateDirectory,
+                FileManager.default.temporaryDirectory, URL(fileURLWithPath: "/tmp"),
+            ]
+            allowedDirectories += allowed.map { URL(fileURLWithPath: $0, isDirectory: true) }
+            let server = try await BackgroundServer.start(
+                daemon: service,
+                socket: locations.socket,
+                allowedDirectories: allowedDirectories
+            )
+            FileHandle.standardError.write(
+                Data(
+                    "ferry daemon: listening on \(server.socketPath) (state in \(locations.stateDirectory.path))\n".utf8
+                )
+            )
+            let stop = [SIGTERM, SIGINT].map { number in
+                signal(number, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+                source.setEventHandler { Task { await server.close() } }
+                source.resume()
+                return source
+            }
+            await server.run()
+            for source in stop { source.cancel() }
+            withExtendedLifetime(lock) {}
+        } catch {
+            ExitStatus.exit(with: error)
+        }
+    }
+}
+
+/// `ferry add URL`: hands a download to the daemon and returns.
+struct AddCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "add",
+        abstract: "Add a download to the daemon; prints its id and returns at once.",
+        discussion: "Starts the daemon when none answers (unless --no-start). Follow it with `ferry wait ID`."
+    )
+
+    @Argument(help: "The http or https URL to download.")
+    var url: String
+
+    @Option(
+        name: [.customShort("o"), .customLong("output")],
+        help: "Where the finished file goes (default: the URL's file name here)."
+    )
+    var output: String?
+
+    @Option(
+        name: [.customShort("H"), .customLong("header")],
+        help: "An extra header field, 'Name: value' (repeatable)."
+    )
+    var headers: [String] = []
+
+    @Option(name: .customLong("priority"), help: "0 (lowest) to 1 (highest); 0.5 by default.")
+    var priority: Double?
+
+    @Option(name: .customLong("start-after"), help: "Do not start before this many seconds from now.")
+    var startAfter: Double?
+
+    @Flag(name: .customLong("discretionary"), help: "Run only when nothing else waits.")
+    var discretionary = false
+
+    @Flag(name: .customLong("no-start"), help: "Fail instead of starting a daemon when none answers.")
+    var noStart = false
+
+    @OptionGroup var daemon: DaemonOptions
+
+    func run() async throws {
+        do {
+            guard let target = URL(string: url), target.host != nil else {
+                throw FerryError(.invalidURL, "'\(url)' is not an http or https URL.")
+            }
+            let name = target.lastPathComponent
+            let file = output ?? (name.isEmpty || name == "/" || name == ".." ? "index.html" : name)
+            let destination = URL(
+                fileURLWithPath: file,
+                relativeTo: URL(fileURLWithPath: FileManager.default.currentDirectoryPath, isDirectory: true)
+            ).standardizedFileURL.path
+            var request = BackgroundAPI.AddTask(url: url, destination: destination)
+            var fields: [String: String] = [:]
+            for header in headers {
+                guard let colon = header.firstIndex(of: ":") else {
+                    throw ValidationError("'\(header)' is not 'Name: value'.")
+                }
+                fields[String(header[..<colon])] = header[header.index(after: colon)...]
+                    .trimmingCharacters(in: .whitespaces)
+            }
+            request.headers = fields.isEmpty ? nil : fields
+            request.priority = priority
+            request.earliestBeginDate = startAfter.map { Date(timeIntervalSinceNow: $0) }
+            request.discretionary = discretionary ? true : nil
+            let client = try await DaemonLauncher.client(for: daemon, start: !noStart)
+            let task = try await client.add(request)
+            print(task.id ?? 0)
+        } catch let error as ValidationError {
+            throw error
+        } catch {
+            ExitStatus.exit(with: error)
+        }
+    }
+}
+
+/// `ferry ls`: the daemon's tasks.
+struct ListCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ls",
+        abstract: "List the daemon's tasks: state, bytes, total, rate."
+    )
+
+    @Flag(name: .customLong("json"), help: "One JSON array of tasks.")
+    var json = false
+
+    @Option(name: .customLong("session"), help: "Only this background session's tasks ('cli' for ferry add).")
+    var session: String?
+
+    @OptionGroup var daemon: DaemonOptions
+
+    func run() async throws {
+        do {
+            let client = daemon.client
+            var tasks = try await client.tasks(session: session)
+            // The rate: a second look a quarter of a second later, when anything runs.
+            var rates: [Int64: Double] = [:]
+            if tasks.contains(where: { $0.state == .running }) {
+                let first = Date()
+                try await Task.sleep(for: .milliseconds(250))
+                let later = try await client.tasks(session: session)
+                let elapsed = Date().timeIntervalSince(first)
+                for task in later {
+                    guard let id = task.id, let before = tasks.first(where: { $0.id == id }) else { continue }
+                    rates[id] = Double(task.bytesReceived - before.bytesReceived) / elapsed
+                }
+                tasks = later
+            }
+            if json {
+                let rows = tasks.map { ListRow(task: $0, rate: $0.id.flatMap { rates[$0] }) }
+                print(String(decoding: try BackgroundAPI.encoder.encode(rows), as: UTF8.self))
+                return
+            }
+            print("ID    STATE      BYTES         TOTAL         RATE/s       URL → FILE")
+            for task in tasks {
+                let rate =
+                    task.id.flatMap { rates[$0] }.map {
+                        ByteCountFormatter.string(fromByteCount: Int64($0), countStyle: .binary)
+                    } ?? "-"
+                let line = [
+                    String(task.id ?? 0).padding(toLength: 5, withPad: " ", startingAt: 0),
+                    task.state.rawValue.padding(toLength: 10, withPad: " ", startingAt: 0),
+                    String(task.bytesReceived).padding(toLength: 13, withPad: " ", startingAt: 0),
+                    (task.bytesExpected.map(String.init) ?? "?").padding(toLength: 13, withPad: " ", startingAt: 0),
+                    rate.padding(toLength: 12, withPad: " ", startingAt: 0),
+                    "\(task.url) → \(task.destination)" + (task.errorMessage.map { " (\($0))" } ?? ""),
+                ]
+                print(line.joined(separator: " "))
+            }
+        } catch {
+            ExitStatus.exit(with: error)
+        }
+    }
+
+    /// A task as `ls --json` prints it: the record and its rate.
+    struct ListRow: Encodable {
+        var task: BackgroundTaskRecord
+        var rate: Double?
+
+        func encode(to encoder: any Encoder) throws {
+            try task.encode(to: encoder)
+            var container = encoder.container(keyedBy: Key.self)
+            try container.encode(rate, forKey: .rate)
+        }
+
+        enum Key: String, CodingKey { case rate }
+    }
+}
+
+/// `ferry pause|resume|cancel ID`.
+struct TaskActionCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "task", shouldDisplay: false)
+
+    @Argument(help: "The task's id (from ferry add or ferry ls).")
+    var id: Int64
+
+    @OptionGroup var daemon: DaemonOptions
+
+    func perform(_ action: String) async {
+        do {
+            let task = try await daemon.client.perform(action, on: id)
+            print("\(id) \(task.state.rawValue)")
+        } catch {
+            ExitStatus.exit(with: error)
+        }
+    }
+}
+
+struct PauseCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pause",
+        abstract: "Pause a task, keeping what it fetched."
+    )
+    @OptionGroup var task: TaskActionCommand
+    func run() async throws { await task.perform("pause") }
+}
+
+struct ResumeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "resume",
+        abstract: "Resume a paused or failed task from its checkpoint."
+    )
+    @OptionGroup var task: TaskActionCommand
+    func run() async throws { await task.perform("resume") }
+}
+
+struct CancelCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "cancel",
+        abstract: "Cancel a task and discard what it fetched."
+    )
+    @OptionGroup var task: TaskActionCommand
+    func run() async throws { await task.perform("cancel") }
+}
+
+/// `ferry wait ID`: blocks until the task ends.
+struct WaitCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "wait",
+        abstract: "Wait for a task to end, showing its progress; exit 0 when it completed, non-zero otherwise."
+    )
+
+    @Argument(help: "The task's id.")
+    var id: Int64
+
+    @Flag(name: [.customShort("q"), .customLong("quiet")], help: "No progress line.")
+    var quiet = false
+
+    @OptionGroup var daemon: DaemonOptions
+
+    func run() async throws {
+        let client = daemon.client
+        var progress = ProgressLine()
+        let show = !quiet && isatty(STDERR_FILENO) == 1
+        while true {
+            let task: BackgroundTaskRecord
+            do {
+                task = try await client.task(id)
+            } catch {
+                ExitStatus.exit(with: error)
+            }
+            if show {
+                progress.update(bytes: task.bytesReceived, total: task.bytesExpected, finished: task.state.isFinal)
+            }
+            switch task.state {
+            case .completed:
+                if show { progress.finish() }
+                return
+            case .failed:
+                if show { progress.finish() }
+                FileHandle.standardError.write(
+                    Data("ferry: task \(id) failed: \(task.errorMessage ?? "unknown")\n".utf8)
+                )
+                throw ExitCode(1)
+            case .canceled:
+                if show { progress.finish() }
+                FileHandle.standardError.write(Data("ferry: task \(id) was cancelled\n".utf8))
+                throw ExitCode(ExitStatus.interrupted)
+            case .queued, .running, .paused:
+                try await Task.sleep(for: .milliseconds(200))
+            }
+        }
+    }
+}
+
+/// Finds the daemon, starting one when none answers.
+enum DaemonLauncher {
+    static func client(for options: DaemonOptions, start: Bool) async throws -> BackgroundClient {
+        let client = options.client
+        if try await client.health() { return client }
+        guard start else {
+            throw FerryError(.network, "No daemon answers at \(client.socket.path); start one with `ferry daemon`.")
+        }
+        let locations = options.locations
+        try spawnDaemon(locations)
+        for _ in 0..<100 {
+            if try await client.health() { return client }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw FerryError(
+            .network,
+            "Started a daemon, but it does not answer at \(client.socket.path) (see \(locations.stateDirectory.path)/daemon.log)."
+        )
+    }
+
+    /// `ferry daemon` in a session of its own (it outlives this process and its terminal),
+    /// its output in `daemon.log`. Two launchers racing is harmless: the lock keeps one.
+    private static func spawnDaemon(_ locations: BackgroundLocations) throws {
+        try FileManager.default.createDirectory(
+            at: locations.stateDirectory,
+            withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700]
+        )
+        let executable =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let arguments = [
+            executable, "daemon", "--state-dir", locations.stateDirectory.path, "--socket", locations.socket.path,
+        ]
+        let log = locations.stateDirectory.appendingPathComponent("daemon.log").path
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        // POSIX_SPAWN_SETSID (glibc 2.26 and later; Glibc does not export the name).
+        posix_spawnattr_setflags(&attributes, 0x80)
+        var pid = pid_t()
+        let argv = arguments.map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        let status = posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
+        guard status == 0 else {
+            throw FerryError(.fileSystem, "Cannot start '\(executable) daemon' (error \(status)).")
+        }
+    }
+}

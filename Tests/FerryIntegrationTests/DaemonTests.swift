@@ -1,0 +1,318 @@
+import Ferry
+import FerryBackground
+import FerryTestServer
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A `ferry daemon` process with its own state directory and socket.
+struct DaemonProcess {
+    let directory: URL
+    var state: URL { directory.appendingPathComponent("state", isDirectory: true) }
+    var socket: URL { state.appendingPathComponent("daemon.sock") }
+    var arguments: [String] { ["--state-dir", state.path, "--socket", socket.path] }
+    var client: BackgroundClient { BackgroundClient(socket: socket) }
+
+    init() throws { directory = try makeTemporaryDirectory("daemon") }
+
+    /// Starts the daemon and waits until it answers.
+    func start() async throws -> pid_t {
+        let pid = try ProcessRunner.spawn(
+            ProcessRunner.ferry,
+            ["daemon"] + arguments,
+            stdout: directory.appendingPathComponent("daemon.out").path,
+            stderr: directory.appendingPathComponent("daemon.err").path
+        )
+        for _ in 0..<200 {
+            if try await client.health() { return pid }
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        kill(pid, SIGKILL)
+        Issue.record("The daemon did not answer within 5 s.")
+        throw CancellationError()
+    }
+
+    /// Runs a `ferry` command against this daemon.
+    func ferry(_ arguments: [String]) async throws -> ProcessResult {
+        try await ProcessRunner.run(ProcessRunner.ferry, arguments + self.arguments)
+    }
+
+    static func killNine(_ pid: pid_t) {
+        kill(pid, SIGKILL)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+    }
+
+    /// Whether `pid` is still running (not exited or killed).
+    static func isAlive(_ pid: pid_t) -> Bool {
+        var status: Int32 = 0
+        return waitpid(pid, &status, WNOHANG) == 0
+    }
+}
+
+/// Polls the daemon until task `id` is in a final state (or 60 s pass).
+func finalState(of id: Int64, _ client: BackgroundClient) async throws -> BackgroundTaskRecord {
+    for _ in 0..<1200 {
+        let task = try await client.task(id)
+        if task.state.isFinal { return task }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+    return try await client.task(id)
+}
+
+@Suite("ferry daemon (real processes)", .serialized)
+struct DaemonTests {
+    @Test func addWaitListPauseResumeCancel() async throws {
+        try await withServer { server in
+            let daemon = try DaemonProcess()
+            let pid = try await daemon.start()
+            defer { DaemonProcess.killNine(pid) }
+            let output = daemon.directory.appendingPathComponent("out/file.bin")
+            let add = try await daemon.ferry(["add", server.url("/bytes/3000000").absoluteString, "-o", output.path])
+            #expect(add.status == 0, "\(add.stderrText)")
+            let id = try #require(Int64(add.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)))
+            let wait = try await daemon.ferry(["wait", "-q", "\(id)"])
+            #expect(wait.status == 0, "\(wait.stderrText)")
+            let same = try Data(contentsOf: output) == TestContent.data(size: 3_000_000)
+            #expect(same)
+            let list = try await daemon.ferry(["ls", "--json"])
+            let rows = try JSONSerialization.jsonObject(with: list.stdout) as? [[String: Any]]
+            #expect(rows?.first?["state"] as? String == "completed")
+            #expect(rows?.first?["bytesReceived"] as? Int == 3_000_000)
+
+            // A slow one: paused (kept), resumed (continues with a range), completed.
+            let slow = server.url("/bytes/2000000?drip=16384&interval=40").absoluteString
+            let slowFile = daemon.directory.appendingPathComponent("slow.bin")
+            let slowID = try #require(
+                Int64(
+                    try await daemon.ferry(["add", slow, "-o", slowFile.path]).stdoutText.trimmingCharacters(
+                        in: .whitespacesAndNewlines
+                    )
+                )
+            )
+            try await Task.sleep(for: .milliseconds(1300))
+            let paused = try await daemon.ferry(["pause", "\(slowID)"])
+            #expect(paused.stdoutText.contains("paused"))
+            let kept = try await daemon.client.task(slowID)
+            #expect(kept.state == .paused)
+            #expect(kept.bytesReceived > 0)
+            #expect(!FileManager.default.fileExists(atPath: slowFile.path))
+            #expect(try await daemon.ferry(["resume", "\(slowID)"]).status == 0)
+            #expect(try await daemon.ferry(["wait", "-q", "\(slowID)"]).status == 0)
+            let slowSame = try Data(contentsOf: slowFile) == TestContent.data(size: 2_000_000)
+            #expect(slowSame)
+            let ranges = server.requests(to: "/bytes/2000000").compactMap { $0.headers["range"] }
+            #expect(ranges.count == 1)
+            #expect(ranges.first.map { $0.hasPrefix("bytes=") && $0 != "bytes=0-" } == true)
+
+            // Cancelled: no file, a non-zero wait.
+            let doomedFile = daemon.directory.appendingPathComponent("doomed.bin")
+            let doomed = try #require(
+                Int64(
+                    try await daemon.ferry(["add", slow, "-o", doomedFile.path]).stdoutText.trimmingCharacters(
+                        in: .whitespacesAndNewlines
+                    )
+                )
+            )
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(try await daemon.ferry(["cancel", "\(doomed)"]).status == 0)
+            #expect(try await daemon.ferry(["wait", "-q", "\(doomed)"]).status != 0)
+            #expect(!FileManager.default.fileExists(atPath: doomedFile.path))
+            #expect(try await daemon.client.task(doomed).state == .canceled)
+        }
+    }
+
+    @Test func killNineTwentyTimesOverOneDownloadLosesNothing() async throws {
+        try await withServer { server in
+            let daemon = try DaemonProcess()
+            let size: Int64 = 12 << 20
+            let path = "/bytes/\(size)?drip=65536&interval=50"
+            let output = daemon.directory.appendingPathComponent("big.bin")
+            var pid = try await daemon.start()
+            let id = try await daemon.client.add(.init(url: server.url(path).absoluteString, destination: output.path))
+                .id
+            let taskID = try #require(id)
+            var checkedRestarts = 0
+            for round in 0..<20 {
+                try await Task.sleep(for: .milliseconds(Int.random(in: 300...1500)))
+                DaemonProcess.killNine(pid)
+                let store = try BackgroundStore(directory: daemon.state)
+                let checkpoint = store.resumeData(for: "task-\(taskID)")?.bytesOnDisk ?? 0
+                if try store.task(taskID)?.state.isFinal == true { break }
+                let before = server.requests(to: "/bytes/\(size)").count
+                pid = try await daemon.start()
+                if checkpoint > 0 {
+                    // The first request after the restart continues at the checkpoint.
+                    var resumed: FerryTestServer.LoggedRequest?
+                    for _ in 0..<100 where resumed == nil {
+                        resumed = server.requests(to: "/bytes/\(size)").dropFirst(before).first
+                        if resumed == nil { try await Task.sleep(for: .milliseconds(20)) }
+                    }
+                    let range = try #require(resumed?.headers["range"], "round \(round): no range after a checkpoint")
+                    let start = Int64(range.dropFirst("bytes=".count).prefix { $0.isNumber }) ?? -1
+                    #expect(start >= checkpoint, "round \(round): \(range) before the checkpoint \(checkpoint)")
+                    #expect(resumed?.headers["if-range"]?.isEmpty == false)
+                    checkedRestarts += 1
+                }
+            }
+            defer { DaemonProcess.killNine(pid) }
+            let final = try await finalState(of: taskID, daemon.client)
+            #expect(final.state == .completed)
+            #expect(checkedRestarts >= 5)
+            let file = try Data(contentsOf: output)
+            #expect(file.count == Int(size))
+            let same = file == TestContent.data(size: size)
+            #expect(same)
+            // Exactly one completion event, whatever the kills.
+            let events = try BackgroundStore(directory: daemon.state).events(session: "cli", after: 0)
+            #expect(events.filter { $0.taskId == taskID }.map(\.kind) == [.completed])
+        }
+    }
+
+    @Test func badInputNeverStopsTheDaemon() async throws {
+        try await withServer { server in
+            let daemon = try DaemonProcess()
+            let pid = try await daemon.start()
+            defer { DaemonProcess.killNine(pid) }
+            let socket = daemon.socket.path
+            func post(_ target: String, _ body: String) -> (status: Int, body: String) {
+                let request =
+                    "POST \(target) HTTP/1.1\r\nHost: d\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+                let reply = String(decoding: UnixSocket.exchange(socket, Array(request.utf8)), as: UTF8.self)
+                let status = Int(reply.split(separator: " ").dropFirst().first ?? "") ?? 0
+                return (status, reply)
+            }
+            let destination = daemon.directory.appendingPathComponent("x.bin").path
+            let url = server.url("/bytes/10").absoluteString
+            #expect(post("/v1/tasks", "{not json").status == 400)
+            #expect(post("/v1/tasks", "[]").status == 400)
+            let unknown = post("/v1/tasks", #"{"url":"\#(url)","destination":"\#(destination)","color":"red"}"#)
+            #expect(unknown.status == 400)
+            #expect(unknown.body.contains("color"))
+            #expect(post("/v1/tasks", #"{"url":"\#(url)"}"#).status == 400)
+            #expect(post("/v1/tasks", #"{"url":42,"destination":"\#(destination)"}"#).status == 400)
+            #expect(post("/v1/tasks", #"{"url":"ftp://x/y","destination":"\#(destination)"}"#).status == 400)
+            #expect(post("/v1/tasks", #"{"url":"\#(url)","destination":"relative/x"}"#).status == 400)
+            #expect(
+                post("/v1/tasks", #"{"url":"\#(url)","destination":"\#(daemon.directory.path)/../../etc/x"}"#).status
+                    == 400
+            )
+            #expect(post("/v1/tasks", #"{"url":"\#(url)","destination":"/etc/ferry-forbidden"}"#).status == 403)
+            #expect(
+                post("/v1/tasks", #"{"url":"\#(url)","destination":"\#(destination)","headers":{"X":"a\r\nb"}}"#).status
+                    == 400
+            )
+            #expect(post("/v1/tasks", #"{"url":"\#(url)","destination":"\#(destination)","priority":7}"#).status == 400)
+            #expect(post("/v1/tasks", String(repeating: " ", count: 100_000)).status == 413)
+            #expect(post("/v1/tasks/999/pause", "{}").status == 404)
+            #expect(post("/v1/tasks/abc/pause", "{}").status == 400)
+            #expect(post("/v1/nothing", "{}").status == 404)
+            #expect(post("/v1/health", "{}").status == 405)
+            #expect(post("/v1/events/ack", #"{"session":"cli"}"#).status == 400)
+
+            // Fuzz: random bytes, and valid requests cut at random points.
+            var generator = SystemRandomNumberGenerator()
+            let valid = Array(
+                "POST /v1/tasks HTTP/1.1\r\nHost: d\r\nContent-Length: 60\r\n\r\n{\"url\":\"\(url)\",\"destination\":\"\(destination)\"}"
+                    .utf8
+            )
+            for round in 0..<300 {
+                let bytes: [UInt8] =
+                    round.isMultiple(of: 2)
+                    ? (0..<Int.random(in: 1...512, using: &generator)).map { _ in
+                        UInt8.random(in: 0...255, using: &generator)
+                    }
+                    : Array(valid.prefix(Int.random(in: 1..<valid.count, using: &generator)))
+                UnixSocket.send(socket, bytes)
+            }
+            #expect(DaemonProcess.isAlive(pid))
+            #expect(try await daemon.client.health())
+            let task = try await daemon.client.add(.init(url: url, destination: destination))
+            #expect(try await finalState(of: try #require(task.id), daemon.client).state == .completed)
+        }
+    }
+
+    @Test func onlyItsUserCanReachTheSocket() async throws {
+        let daemon = try DaemonProcess()
+        let pid = try await daemon.start()
+        defer { DaemonProcess.killNine(pid) }
+        var info = stat()
+        #expect(stat(daemon.socket.path, &info) == 0)
+        #expect(info.st_mode & 0o777 == 0o600)
+        #expect(stat(daemon.state.path, &info) == 0)
+        #expect(info.st_mode & 0o777 == 0o700)
+        // Another user (nobody) cannot connect, even with the path.
+        if geteuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/sbin/runuser"),
+            let curl = ["/usr/bin/curl", "/bin/curl"].first(where: FileManager.default.isExecutableFile(atPath:))
+        {
+            let other = try await ProcessRunner.run(
+                "/usr/sbin/runuser",
+                [
+                    "-u", "nobody", "--", curl, "-s", "-o", "/dev/null", "--unix-socket", daemon.socket.path,
+                    "http://d/v1/health",
+                ]
+            )
+            #expect(other.status == 7, "curl as nobody: \(other.status) \(other.stderrText)")
+            let same = try await ProcessRunner.run(
+                curl,
+                ["-s", "-o", "/dev/null", "--unix-socket", daemon.socket.path, "http://d/v1/health"]
+            )
+            #expect(same.status == 0)
+        }
+    }
+}
+
+/// Raw bytes over a Unix socket, for requests no HTTP client would send.
+enum UnixSocket {
+    private static func connect(_ path: String) -> Int32? {
+        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { return nil }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
+            for (index, byte) in path.utf8.prefix(buffer.count - 1).enumerated() { buffer[index] = byte }
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard connected == 0 else {
+            close(descriptor)
+            return nil
+        }
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        return descriptor
+    }
+
+    /// Sends `bytes` and closes without reading.
+    static func send(_ path: String, _ bytes: [UInt8]) {
+        guard let descriptor = connect(path) else { return }
+        _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        close(descriptor)
+    }
+
+    /// Sends `bytes` and reads until the server closes (or 5 s pass).
+    static func exchange(_ path: String, _ bytes: [UInt8]) -> Data {
+        guard let descriptor = connect(path) else { return Data() }
+        defer { close(descriptor) }
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+            if written <= 0 { break }
+            offset += written
+        }
+        var reply = Data()
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = read(descriptor, &buffer, buffer.count)
+            if count <= 0 { break }
+            reply.append(contentsOf: buffer[0..<count])
+        }
+        return reply
+    }
+}
