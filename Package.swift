@@ -93,6 +93,13 @@ let package = Package(
             ],
             swiftSettings: strictSwift6
         ),
+        // A background session as a program uses it; the daemon tests run it as real processes.
+        .executableTarget(
+            name: "background-download",
+            dependencies: ["Ferry"],
+            path: "Examples/BackgroundDownload",
+            swiftSettings: strictSwift6
+        ),
         // In-process clients for Benchmarks/run: Ferry and the peers it is measured against.
         .executableTarget(
             name: "bench-ferry",

@@ -157,8 +157,8 @@ struct AddCommand: AsyncParsableCommand {
             request.priority = priority
             request.earliestBeginDate = startAfter.map { Date(timeIntervalSinceNow: $0) }
             request.discretionary = discretionary ? true : nil
-            let client = try await DaemonLauncher.client(for: daemon, start: !noStart)
-            let task = try await client.add(request)
+            try await BackgroundDaemonLauncher.ensureRunning(daemon.locations, start: !noStart)
+            let task = try await daemon.client.add(request)
             print(task.id ?? 0)
         } catch let error as ValidationError {
             throw error
@@ -333,61 +333,6 @@ struct WaitCommand: AsyncParsableCommand {
             case .queued, .running, .paused:
                 try await Task.sleep(for: .milliseconds(200))
             }
-        }
-    }
-}
-
-/// Finds the daemon, starting one when none answers.
-enum DaemonLauncher {
-    static func client(for options: DaemonOptions, start: Bool) async throws -> BackgroundClient {
-        let client = options.client
-        if try await client.health() { return client }
-        guard start else {
-            throw FerryError(.network, "No daemon answers at \(client.socket.path); start one with `ferry daemon`.")
-        }
-        let locations = options.locations
-        try spawnDaemon(locations)
-        for _ in 0..<100 {
-            if try await client.health() { return client }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        throw FerryError(
-            .network,
-            "Started a daemon, but it does not answer at \(client.socket.path) (see \(locations.stateDirectory.path)/daemon.log)."
-        )
-    }
-
-    /// `ferry daemon` in a session of its own (it outlives this process and its terminal),
-    /// its output in `daemon.log`. Two launchers racing is harmless: the lock keeps one.
-    private static func spawnDaemon(_ locations: BackgroundLocations) throws {
-        try FileManager.default.createDirectory(
-            at: locations.stateDirectory,
-            withIntermediateDirectories: true,
-            attributes: [.posixPermissions: 0o700]
-        )
-        let executable =
-            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-        let arguments = [
-            executable, "daemon", "--state-dir", locations.stateDirectory.path, "--socket", locations.socket.path,
-        ]
-        let log = locations.stateDirectory.appendingPathComponent("daemon.log").path
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0o600)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        // POSIX_SPAWN_SETSID (glibc 2.26 and later; Glibc does not export the name).
-        posix_spawnattr_setflags(&attributes, 0x80)
-        var pid = pid_t()
-        let argv = arguments.map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        let status = posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
-        guard status == 0 else {
-            throw FerryError(.fileSystem, "Cannot start '\(executable) daemon' (error \(status)).")
         }
     }
 }

@@ -152,6 +152,7 @@ struct LifecycleTests {
                     switch event {
                     case .task(_, let event): names.append(event.name)
                     case .didBecomeInvalid: names.append("invalid")
+                    case .didFinishEventsForBackgroundSession: names.append("background events")
                     }
                 }
                 return names

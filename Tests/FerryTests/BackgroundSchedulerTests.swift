@@ -1,3 +1,4 @@
+import Ferry
 import FerryBackground
 import Foundation
 import Testing

@@ -148,9 +148,9 @@ struct RequestAndResponseTests {
         #expect(TransferProgress(completedBytes: 0, totalBytes: 0).fractionCompleted == 1)
     }
 
-    @Test func backgroundConfigurationIsRejectedClearly() {
+    @Test func invalidConfigurationsAreRejectedClearly() {
         #expect {
-            try Session(configuration: .background(identifier: "com.example.bg"))
+            try Session(configuration: .background(identifier: "not/an identifier"))
         } throws: { error in
             (error as? FerryError)?.reason == .unsupportedConfiguration
         }

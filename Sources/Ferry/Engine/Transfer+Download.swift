@@ -144,7 +144,7 @@ extension Transfer {
             file.discard()
             throw FerryError(.badServerResponse, "The download completed without a response.")
         }
-        return try await deliver(file.url, head: head, task: task, delivery: delivery)
+        return try await Self.deliver(file.url, head: head, task: task, delivery: delivery)
     }
 
     /// One response: decide with the planner, then write (or refuse) its body.

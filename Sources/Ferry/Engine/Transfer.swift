@@ -601,7 +601,7 @@ final class Transfer: Sendable {
                 file.discard()
                 throw CancellationError()
             }
-            let outcome = try await deliver(file.url, head: head, task: download, delivery: .delegate)
+            let outcome = try await Self.deliver(file.url, head: head, task: download, delivery: .delegate)
             download.transferDidFinish(error: nil, outcome: outcome)
         } catch {
             download.transferDidFinish(error: ferryError(from: error), outcome: nil)
@@ -621,7 +621,7 @@ final class Transfer: Sendable {
         )
     }
 
-    func deliver(
+    static func deliver(
         _ location: URL,
         head: HTTPResponse,
         task: SessionTask,

@@ -43,6 +43,8 @@ public final class Session: Sendable {
     public let configuration: SessionConfiguration
     let engine: Engine
     let hub: EventHub
+    /// The daemon's side of a background session.
+    let background: BackgroundLink?
     private let state: Mutex<State>
 
     /// Creates a session.
@@ -56,9 +58,19 @@ public final class Session: Sendable {
         let configuration = try configuration.validated()
         self.configuration = configuration
         engine = try Engine(configuration: configuration, tls: try configuration.tls.resolved())
+        if case .background(let identifier) = configuration.kind {
+            background = try BackgroundLink(
+                identifier: identifier,
+                configuration: configuration,
+                attaches: delegate != nil
+            )
+        } else {
+            background = nil
+        }
         state = Mutex(State(delegate: delegate))
         hub = EventHub(hasDelegate: delegate != nil)
         startDelivery()
+        background?.start(self)
         engine.bridge?.setDelegate { [weak self] challenge in
             guard let self, let delegate = self.delegate else { return .performDefaultHandling }
             return await self.askDelegate { await delegate.session(self, didReceive: challenge) }
@@ -74,12 +86,14 @@ public final class Session: Sendable {
     private init(unvalidated configuration: SessionConfiguration) {
         self.configuration = configuration
         engine = Engine(configuration: configuration, tls: ResolvedTLS(base: nil, pinned: [:]), bridge: nil)
+        background = nil
         state = Mutex(State())
         hub = EventHub(hasDelegate: false)
         startDelivery()
     }
 
     deinit {
+        background?.close()
         hub.finish(with: .didBecomeInvalid(nil))
     }
 
@@ -128,6 +142,7 @@ public final class Session: Sendable {
             return true
         }
         guard proceed else { return }
+        background?.close()
         hub.finish(with: .didBecomeInvalid(nil))
         let engine = self.engine
         Task { await engine.shutdown() }
@@ -160,6 +175,44 @@ public final class Session: Sendable {
             )
         }
         return task
+    }
+
+    /// The tasks that have not completed yet, after a background session has reattached the
+    /// tasks a previous process left in the daemon (URLSession's `getAllTasks`); for other
+    /// sessions, ``allTasks``.
+    public func getAllTasks() async -> [SessionTask] {
+        await background?.waitUntilAttached()
+        return allTasks
+    }
+
+    /// A task of the daemon that a previous process of this background session created.
+    func reattach(_ record: BackgroundTaskRecord, id: Int64) -> DownloadTask {
+        var request = URLRequest(url: URL(string: record.url) ?? URL(fileURLWithPath: "/"))
+        for (name, value) in record.headers { request.setValue(value, forHTTPHeaderField: name) }
+        let hasDelegate = delegate != nil
+        let task = register { identifier in
+            DownloadTask(
+                identifier: identifier,
+                request: request,
+                plan: .download(hasDelegate ? .delegate : .handOver, resume: nil),
+                session: self
+            )
+        }
+        task.backgroundID = id
+        task.taskDescription = record.taskDescription
+        task.priority = Float(record.priority)
+        task.earliestBeginDate = record.earliestBeginDate
+        task.backgroundProgress(received: record.bytesReceived, expected: record.bytesExpected)
+        return task
+    }
+
+    func task(backgroundID: Int64) -> SessionTask? {
+        state.withLock { state in state.tasks.values.first { $0.backgroundID == backgroundID } }
+    }
+
+    /// Every event the daemon kept for this background session was delivered.
+    func announceBackgroundEventsFinished() {
+        hub.publish(.didFinishEventsForBackgroundSession)
     }
 
     /// A download task that continues a data task's response (disposition `.becomeDownload`).
@@ -213,6 +266,8 @@ public final class Session: Sendable {
 
     private func deliver(_ event: SessionEvent) {
         switch event {
+        case .didFinishEventsForBackgroundSession:
+            delegate?.sessionDidFinishEvents(forBackgroundSession: self)
         case .didBecomeInvalid(let error):
             let delegate = state.withLock { state in
                 defer { state.delegate = nil }

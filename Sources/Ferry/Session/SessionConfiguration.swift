@@ -141,19 +141,42 @@ public struct SessionConfiguration: Sendable {
     /// its cookies live in a store of its own, in memory.
     public static var ephemeral: SessionConfiguration { SessionConfiguration(kind: .ephemeral) }
 
-    /// A background configuration: transfers run in the per-user daemon.
+    /// A background configuration (URLSession's `background(withIdentifier:)`): its download
+    /// tasks run in the user's `ferry daemon`, go on when this process exits or dies, and
+    /// are picked up again by the next session made with the same `identifier` (see
+    /// ``Session`` → Background sessions). Data tasks and uploads are refused.
     ///
-    /// Not available yet: ``Session/init(configuration:delegate:)`` throws
-    /// ``FerryError/Reason/unsupportedConfiguration`` for it.
+    /// - Parameter identifier: 1 to 128 letters, digits, `.`, `_` or `-`.
     public static func background(identifier: String) -> SessionConfiguration {
         SessionConfiguration(kind: .background(identifier: identifier))
     }
 
+    /// The daemon a background session uses: where it keeps its state and listens, whether
+    /// the session may start it, and which `ferry` to start. Unset fields follow `ferry`'s
+    /// rules (`FERRY_STATE_DIR`, `FERRY_SOCKET`, the XDG directories; `FERRY_EXECUTABLE`,
+    /// a `ferry` beside the program, then `PATH`).
+    public struct BackgroundDaemonOptions: Sendable, Equatable {
+        public var stateDirectory: URL?
+        public var socket: URL?
+        /// Start `ferry daemon` when none answers (a lock keeps it to one).
+        public var startsDaemon = true
+        public var executable: String?
+
+        public init() {}
+    }
+
+    /// For background configurations: how to reach the daemon.
+    public var backgroundDaemon = BackgroundDaemonOptions()
+
+    /// For background configurations: tasks run only when no other task waits (URLSession's
+    /// `isDiscretionary`).
+    public var isDiscretionary = false
+
     func validated() throws -> SessionConfiguration {
-        if case .background(let identifier) = kind {
+        if case .background(let identifier) = kind, !BackgroundAPI.isValidSession(identifier) {
             throw FerryError(
                 .unsupportedConfiguration,
-                "Background sessions ('\(identifier)') need the Ferry daemon, which this version does not have yet; use .default."
+                "'\(identifier)' is not a background session identifier: 1 to 128 letters, digits, '.', '_' or '-'."
             )
         }
         guard httpMaximumConnectionsPerHost >= 1 else {

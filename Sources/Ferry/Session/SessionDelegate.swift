@@ -97,6 +97,10 @@ public protocol SessionDelegate: AnyObject, Sendable {
     func session(_ session: Session, task: SessionTask, didCompleteWithError error: FerryError?)
     /// The session was invalidated. The last call the delegate gets.
     func session(_ session: Session, didBecomeInvalidWithError error: FerryError?)
+    /// A background session has delivered the events of its tasks that happened while no
+    /// process was attached (completions, files, failures); called once per attachment,
+    /// after them.
+    func sessionDidFinishEvents(forBackgroundSession session: Session)
 }
 
 extension SessionDelegate {
@@ -155,4 +159,5 @@ extension SessionDelegate {
     public func session(_ session: Session, dataTask: DataTask, didBecome downloadTask: DownloadTask) {}
     public func session(_ session: Session, task: SessionTask, didCompleteWithError error: FerryError?) {}
     public func session(_ session: Session, didBecomeInvalidWithError error: FerryError?) {}
+    public func sessionDidFinishEvents(forBackgroundSession session: Session) {}
 }

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 import Synchronization
 
 #if canImport(FoundationNetworking)
@@ -40,6 +40,10 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
         var resumeKey: String?
         var checksum: Checksum?
         var resumesFromStore = false
+        var priority: Float = 0.5
+        var earliestBeginDate: Date?
+        /// The daemon's id of a background session's task, once submitted.
+        var backgroundID: Int64?
         /// The owner asked for resume data when it cancelled.
         var producesResumeData = false
         var subscribers: [Int: AsyncStream<TaskEvent>.Continuation] = [:]
@@ -85,10 +89,25 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
 
     // MARK: Observable state
 
-    /// A description for people; Ferry never reads it.
+    /// A description for people; Ferry never reads it. A background session's task keeps it
+    /// in the daemon: how a relaunched process recognizes the task it reattached.
     public var taskDescription: String? {
         get { storage.withLock { $0.taskDescription } }
         set { storage.withLock { $0.taskDescription = newValue } }
+    }
+
+    /// For a background session: 0 (lowest) … 1 (highest), 0.5 by default; higher starts
+    /// first. Set before ``resume()``.
+    public var priority: Float {
+        get { storage.withLock { $0.priority } }
+        set { storage.withLock { $0.priority = min(1, max(0, newValue)) } }
+    }
+
+    /// For a background session: the task does not start before this date (URLSession's
+    /// `earliestBeginDate`). Set before ``resume()``.
+    public var earliestBeginDate: Date? {
+        get { storage.withLock { $0.earliestBeginDate } }
+        set { storage.withLock { $0.earliestBeginDate = newValue } }
     }
 
     /// The request being sent now: after redirects, the last one.
@@ -222,7 +241,13 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
                 storage.resumedAt = Date()
                 storage.lastActivity = now
                 publish(.resumed, in: &storage)
-                storage.transfer = Task { await Transfer(task: self, session: session).run() }
+                storage.transfer = Task {
+                    if let background = session.background {
+                        await background.run(self, session: session)
+                    } else {
+                        await Transfer(task: self, session: session).run()
+                    }
+                }
                 return []
             case .unpause:
                 storage.lastActivity = .now
@@ -371,6 +396,39 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
             storage.bytesReceived = bytes
             storage.bytesExpectedToReceive = expected
         }
+    }
+
+    /// For a background session's task: returns once the daemon has stored the task (from
+    /// then on it runs whatever happens to this process), or throws the error the task
+    /// completed with before that. Returns at once for other sessions' tasks.
+    ///
+    /// ```swift
+    /// let task = session.downloadTask(with: url)
+    /// task.resume()
+    /// try await task.waitUntilInDaemon()
+    /// exit(0)  // the download goes on in `ferry daemon`
+    /// ```
+    public func waitUntilInDaemon() async throws(FerryError) {
+        guard session?.background != nil else { return }
+        while backgroundID == nil {
+            if let error = storage.withLock({ $0.machine.publicState == .completed ? $0.error : nil }) { throw error }
+            if storage.withLock({ $0.machine.publicState == .completed }) { return }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    /// A background task's bytes as the daemon reports them.
+    func backgroundProgress(received: Int64, expected: Int64?) {
+        let delta: Int64 = storage.withLock { storage in
+            storage.bytesExpectedToReceive = expected ?? storage.bytesExpectedToReceive
+            return max(0, received - storage.bytesReceived)
+        }
+        if delta > 0 { didWrite(bytes: delta, publish: true, unpublished: delta) }
+    }
+
+    var backgroundID: Int64? {
+        get { storage.withLock { $0.backgroundID } }
+        set { storage.withLock { $0.backgroundID = newValue } }
     }
 
     /// Whether `cancel` was called (the transfer is stopping).

@@ -53,6 +53,9 @@ public enum TaskEvent: Sendable {
 public enum SessionEvent: Sendable {
     /// An event of `task`.
     case task(SessionTask, TaskEvent)
+    /// A background session delivered every event the daemon kept for it while no process
+    /// was attached (URLSession's `urlSessionDidFinishEvents(forBackgroundURLSession:)`).
+    case didFinishEventsForBackgroundSession
     /// The session was invalidated; no task will run in it again.
     case didBecomeInvalid(FerryError?)
 }

@@ -1,3 +1,4 @@
+import Ferry
 import Foundation
 
 /// Answers the socket API's requests with the daemon: routing, validation, JSON. No I/O of
@@ -150,7 +151,10 @@ struct BackgroundRouter: Sendable {
         if let priority = request.priority, !(0...1).contains(priority) {
             throw .badRequest("'priority' must be between 0 and 1.")
         }
-        return BackgroundTaskRecord(
+        if let description = request.taskDescription, description.utf8.count > 4096 {
+            throw .badRequest("'taskDescription' may hold at most 4096 bytes.")
+        }
+        var record = BackgroundTaskRecord(
             session: try Self.validSession(request.session ?? "cli"),
             url: url.absoluteString,
             headers: request.headers ?? [:],
@@ -159,6 +163,8 @@ struct BackgroundRouter: Sendable {
             earliestBeginDate: request.earliestBeginDate,
             isDiscretionary: request.discretionary ?? false
         )
+        record.taskDescription = request.taskDescription
+        return record
     }
 
     /// `path` when it is absolute, names a file, and lies under an allowed directory
@@ -199,10 +205,7 @@ struct BackgroundRouter: Sendable {
     }
 
     private static func validSession(_ name: String) throws(BackgroundAPI.Failure) -> String {
-        let allowed = name.unicodeScalars.allSatisfy {
-            ($0.isASCII && (CharacterSet.alphanumerics.contains($0))) || "._-".unicodeScalars.contains($0)
-        }
-        guard (1...128).contains(name.count), allowed else {
+        guard BackgroundAPI.isValidSession(name) else {
             throw .badRequest("A session identifier is 1 to 128 letters, digits, '.', '_' or '-'.")
         }
         return name

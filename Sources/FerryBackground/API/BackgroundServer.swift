@@ -1,3 +1,4 @@
+import Ferry
 package import Foundation
 import NIOCore
 import NIOHTTP1

@@ -1,4 +1,4 @@
-import Ferry
+package import Ferry
 package import Foundation
 
 #if canImport(FoundationNetworking)

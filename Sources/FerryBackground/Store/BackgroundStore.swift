@@ -41,6 +41,7 @@ package final class BackgroundStore: Sendable {
                 table.autoIncrementedPrimaryKey("id")
                 table.column("session", .text).notNull().indexed()
                 table.column("url", .text).notNull()
+                table.column("taskDescription", .text)
                 table.column("headers", .text).notNull()
                 table.column("destination", .text).notNull()
                 table.column("state", .text).notNull().indexed()

@@ -1,8 +1,8 @@
 import AsyncHTTPClient
-import Ferry
 package import Foundation
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 
 /// Speaks the daemon's socket API (see `Documentation/daemon-protocol.md`): what `ferry add`,
 /// `ls`, `pause`, `resume`, `cancel` and `wait` use.
@@ -11,8 +11,25 @@ package struct BackgroundClient: Sendable {
 
     package init(socket: URL) { self.socket = socket }
 
+    /// One client for every daemon connection of the process. A socket nobody listens on
+    /// fails at once (AsyncHTTPClient's shared client would retry connecting until the
+    /// request's deadline).
+    private static let http: HTTPClient = {
+        var configuration = HTTPClient.Configuration(timeout: .init(connect: .seconds(2), read: .seconds(60)))
+        configuration.connectionPool.retryConnectionEstablishment = false
+        return HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
+    }()
+
     package func health() async throws -> Bool {
-        (try? await send("GET", "/v1/health")) != nil
+        await daemonPID() != nil
+    }
+
+    /// The daemon's process id, or `nil` when none answers.
+    package func daemonPID() async -> Int32? {
+        guard let data = try? await send("GET", "/v1/health"),
+            let answer = try? BackgroundAPI.decoder.decode([String: Int32].self, from: data)
+        else { return nil }
+        return answer["pid"]
     }
 
     package func add(_ request: BackgroundAPI.AddTask) async throws -> BackgroundTaskRecord {
@@ -34,6 +51,15 @@ package struct BackgroundClient: Sendable {
             BackgroundTaskRecord.self,
             try await send("POST", "/v1/tasks/\(id)/\(action)", body: [String: String]())
         )
+    }
+
+    package func events(session: String, after seq: Int64) async throws -> [BackgroundEventRecord] {
+        try decode(BackgroundAPI.EventList.self, try await send("GET", "/v1/events?session=\(session)&after=\(seq)"))
+            .events
+    }
+
+    package func acknowledge(session: String, through seq: Int64) async throws {
+        _ = try await send("POST", "/v1/events/ack", body: BackgroundAPI.Acknowledge(session: session, through: seq))
     }
 
     private func decode<Value: Decodable>(_ type: Value.Type, _ data: Data) throws -> Value {
@@ -60,7 +86,7 @@ package struct BackgroundClient: Sendable {
             throw FerryError(.invalidURL, "'\(socket.path)' cannot be used as a socket path.")
         }
         var request = HTTPClientRequest(url: url.absoluteString)
-        request.method = HTTPMethod(rawValue: method)
+        request.method = NIOHTTP1.HTTPMethod(rawValue: method)
         if let body {
             request.headers.add(name: "Content-Type", value: "application/json")
             request.body = .bytes(ByteBuffer(bytes: try BackgroundAPI.encoder.encode(body)))
@@ -68,7 +94,7 @@ package struct BackgroundClient: Sendable {
         let response: HTTPClientResponse
         let bytes: ByteBuffer
         do {
-            response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+            response = try await Self.http.execute(request, timeout: .seconds(60))
             bytes = try await response.body.collect(upTo: 16 << 20)
         } catch {
             throw FerryError(

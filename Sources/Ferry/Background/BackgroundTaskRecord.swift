@@ -1,5 +1,4 @@
 package import Foundation
-package import GRDB
 
 /// One transfer the daemon owns, as its store keeps it: what to fetch, where it goes, how
 /// far it got, and how it ended.
@@ -26,6 +25,8 @@ package struct BackgroundTaskRecord: Codable, Sendable, Equatable {
     /// The background session's identifier (`ferry add` uses `cli`).
     package var session: String
     package var url: String
+    /// The task's ``SessionTask/taskDescription``: how a relaunched app recognizes it.
+    package var taskDescription: String?
     /// Header fields sent with the request, JSON `{name: value}`.
     package var headers: [String: String]
     /// Where the finished file goes (absolute path).
@@ -67,13 +68,5 @@ package struct BackgroundTaskRecord: Codable, Sendable, Equatable {
     }
 
     /// The key of its resume data in the store.
-    var resumeKey: String { "task-\(id ?? 0)" }
-}
-
-extension BackgroundTaskRecord: FetchableRecord, MutablePersistableRecord {
-    package static let databaseTableName = "task"
-
-    package mutating func didInsert(_ inserted: InsertionSuccess) {
-        id = inserted.rowID
-    }
+    package var resumeKey: String { "task-\(id ?? 0)" }
 }

@@ -18,9 +18,9 @@ package enum BackgroundAPI {
             self.message = message
         }
 
-        static func badRequest(_ message: String) -> Failure { Failure(400, "badRequest", message) }
-        static func notFound(_ message: String) -> Failure { Failure(404, "notFound", message) }
-        static func forbiddenPath(_ message: String) -> Failure { Failure(403, "forbiddenPath", message) }
+        package static func badRequest(_ message: String) -> Failure { Failure(400, "badRequest", message) }
+        package static func notFound(_ message: String) -> Failure { Failure(404, "notFound", message) }
+        package static func forbiddenPath(_ message: String) -> Failure { Failure(403, "forbiddenPath", message) }
     }
 
     /// `POST /v1/tasks`.
@@ -32,6 +32,7 @@ package enum BackgroundAPI {
         package var priority: Double?
         package var earliestBeginDate: Date?
         package var discretionary: Bool?
+        package var taskDescription: String?
 
         package init(url: String, destination: String, session: String? = nil) {
             self.url = url
@@ -39,8 +40,9 @@ package enum BackgroundAPI {
             self.session = session
         }
 
-        static let fields: Set<String> = [
+        package static let fields: Set<String> = [
             "url", "destination", "session", "headers", "priority", "earliestBeginDate", "discretionary",
+            "taskDescription",
         ]
     }
 
@@ -49,15 +51,22 @@ package enum BackgroundAPI {
         package var session: String
         package var through: Int64
 
-        static let fields: Set<String> = ["session", "through"]
+        package init(session: String, through: Int64) {
+            self.session = session
+            self.through = through
+        }
+
+        package static let fields: Set<String> = ["session", "through"]
     }
 
     package struct TaskList: Codable, Sendable {
         package var tasks: [BackgroundTaskRecord]
+        package init(tasks: [BackgroundTaskRecord]) { self.tasks = tasks }
     }
 
     package struct EventList: Codable, Sendable {
         package var events: [BackgroundEventRecord]
+        package init(events: [BackgroundEventRecord]) { self.events = events }
     }
 
     package static var encoder: JSONEncoder {
@@ -73,8 +82,17 @@ package enum BackgroundAPI {
         return decoder
     }
 
+    /// Whether `name` can identify a background session: 1 to 128 of `A-Z a-z 0-9 . _ -`.
+    package static func isValidSession(_ name: String) -> Bool {
+        (1...128).contains(name.count)
+            && name.unicodeScalars.allSatisfy {
+                ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0)
+                    || "._-".unicodeScalars.contains($0)
+            }
+    }
+
     /// Decodes a request body strictly: a JSON object with only `fields`, each of its type.
-    static func decode<Body: Decodable>(
+    package static func decode<Body: Decodable>(
         _ type: Body.Type,
         from data: Data,
         fields: Set<String>

@@ -1,5 +1,4 @@
 package import Foundation
-package import GRDB
 
 /// Something that happened to a background task and that its session has not acknowledged
 /// yet: kept until a process attached to the session confirms it by sequence number, so it
@@ -27,13 +26,5 @@ package struct BackgroundEventRecord: Codable, Sendable, Equatable {
         self.kind = kind
         self.detail = detail
         self.createdAt = createdAt
-    }
-}
-
-extension BackgroundEventRecord: FetchableRecord, MutablePersistableRecord {
-    package static let databaseTableName = "event"
-
-    package mutating func didInsert(_ inserted: InsertionSuccess) {
-        seq = inserted.rowID
     }
 }

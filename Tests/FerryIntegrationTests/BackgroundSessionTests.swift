@@ -1,0 +1,165 @@
+import Ferry
+import FerryBackground
+import FerryTestServer
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+final class QuietDelegate: SessionDelegate {}
+
+/// `background-download` (Examples/BackgroundDownload): a program using a background session.
+struct BackgroundProgram {
+    let daemon: DaemonProcess
+    let identifier: String
+    var path: String { ProcessRunner.productsDirectory.appendingPathComponent("background-download").path }
+    var arguments: [String] { ["--identifier", identifier] + daemon.arguments }
+
+    func run(_ command: [String]) async throws -> ProcessResult {
+        try await ProcessRunner.run(path, command + arguments)
+    }
+
+    /// The JSON lines it printed.
+    static func lines(_ result: ProcessResult) -> [[String: String]] {
+        result.stdoutText.split(separator: "\n").compactMap {
+            (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: String]
+        }
+    }
+}
+
+@Suite("Background sessions (real processes)", .serialized)
+struct BackgroundSessionTests {
+    @Test func aClientThatExitsOrIsKilledGetsItsCompletionOnceInTheNextProcess() async throws {
+        try await withServer { server in
+            let daemon = try DaemonProcess()
+            let program = BackgroundProgram(daemon: daemon, identifier: "app.example.sync")
+            // No daemon runs: the library starts one (a `ferry` beside the program).
+            let first = try await program.run([
+                "add", server.url("/bytes/1500000?seed=1").absoluteString, "--description", "a",
+            ])
+            #expect(first.status == 0, "\(first.stderrText)")
+            let daemonPID = try #require(await daemon.client.daemonPID())
+            defer { DaemonProcess.killNine(daemonPID) }
+            // The second client is killed with -9 once the daemon has its download.
+            let out = daemon.directory.appendingPathComponent("killed.out")
+            let killed = try ProcessRunner.spawn(
+                program.path,
+                [
+                    "add", server.url("/bytes/2500000?seed=2&drip=65536&interval=10").absoluteString, "--description",
+                    "b", "--stay",
+                ]
+                    + program.arguments,
+                stdout: out.path,
+                stderr: daemon.directory.appendingPathComponent("killed.err").path
+            )
+            for _ in 0..<400 where !((try? String(contentsOf: out, encoding: .utf8)) ?? "").contains("handedOver") {
+                try await Task.sleep(for: .milliseconds(25))
+            }
+            DaemonProcess.killNine(killed)
+            // Both complete in the daemon with nobody attached.
+            for _ in 0..<600 {
+                let tasks = try await daemon.client.tasks(session: program.identifier)
+                if tasks.count == 2, tasks.allSatisfy({ $0.state == .completed }) { break }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            // The next process receives each completion once, and moves the files.
+            let moved = try makeTemporaryDirectory("moved")
+            let attach = try await program.run(["attach", "--move-to", moved.path])
+            #expect(attach.status == 0, "\(attach.stderrText)")
+            let lines = BackgroundProgram.lines(attach)
+            let finished = lines.filter { $0["event"] == "didFinishDownloadingTo" }
+            #expect(finished.compactMap { $0["description"] }.sorted() == ["a", "b"])
+            #expect(finished.allSatisfy { $0["location"]?.hasPrefix(daemon.state.path) == true })
+            let completions = lines.filter { $0["event"] == "didComplete" }
+            #expect(completions.count == 2)
+            #expect(completions.allSatisfy { $0["error"] == "" })
+            #expect(lines.last?["event"] == "didFinishEventsForBackgroundSession")
+            let a =
+                try Data(contentsOf: moved.appendingPathComponent("a")) == TestContent.data(size: 1_500_000, seed: 1)
+            let b =
+                try Data(contentsOf: moved.appendingPathComponent("b")) == TestContent.data(size: 2_500_000, seed: 2)
+            #expect(a)
+            #expect(b)
+            // The session's directory no longer holds them.
+            let left = try FileManager.default.contentsOfDirectory(
+                atPath: daemon.state.appendingPathComponent("sessions/app.example.sync/downloads").path
+            )
+            #expect(left.isEmpty)
+            // Delivered once: a later process hears nothing more.
+            let again = try await program.run(["attach", "--move-to", moved.path])
+            #expect(
+                BackgroundProgram.lines(again).filter { $0["event"] != "attached" }.map { $0["event"] } == [
+                    "didFinishEventsForBackgroundSession"
+                ]
+            )
+        }
+    }
+
+    @Test func aRunningTaskIsReattachedAndASecondProcessIsRefused() async throws {
+        try await withServer { server in
+            let daemon = try DaemonProcess()
+            let pid = try await daemon.start()
+            defer { DaemonProcess.killNine(pid) }
+            let program = BackgroundProgram(daemon: daemon, identifier: "slow-sync")
+            let url = server.url("/bytes/3000000?seed=3&drip=32768&interval=20").absoluteString
+            #expect(try await program.run(["add", url, "--description", "slow"]).status == 0)
+            let moved = try makeTemporaryDirectory("moved")
+            let out = daemon.directory.appendingPathComponent("attach.out")
+            let attached = try ProcessRunner.spawn(
+                program.path,
+                ["attach", "--move-to", moved.path] + program.arguments,
+                stdout: out.path,
+                stderr: daemon.directory.appendingPathComponent("attach.err").path
+            )
+            for _ in 0..<200 where !((try? String(contentsOf: out, encoding: .utf8)) ?? "").contains("attached") {
+                try await Task.sleep(for: .milliseconds(25))
+            }
+            // While it is attached, another process of the same identifier is refused.
+            let second = try await program.run(["attach", "--move-to", moved.path])
+            #expect(second.status == 2)
+            #expect(second.stderrText.contains("Another process is attached"))
+            // The reattached task completes in the first one, live.
+            var status: Int32 = 0
+            for _ in 0..<600 where waitpid(attached, &status, WNOHANG) == 0 {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            let lines = ((try? String(contentsOf: out, encoding: .utf8)) ?? "").split(separator: "\n").compactMap {
+                (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: String]
+            }
+            #expect(lines.first { $0["event"] == "attached" }?["tasks"] == "slow")
+            #expect(lines.filter { $0["event"] == "didFinishDownloadingTo" }.count == 1)
+            let same =
+                try Data(contentsOf: moved.appendingPathComponent("slow")) == TestContent.data(size: 3_000_000, seed: 3)
+            #expect(same)
+        }
+    }
+
+    @Test func dataTasksAreRefusedAndIdentifiersChecked() async throws {
+        try await withServer { server in
+            let daemon = try DaemonProcess()
+            let pid = try await daemon.start()
+            defer { DaemonProcess.killNine(pid) }
+            var configuration = SessionConfiguration.background(identifier: "refusals")
+            configuration.backgroundDaemon.stateDirectory = daemon.state
+            configuration.backgroundDaemon.socket = daemon.socket
+            configuration.backgroundDaemon.startsDaemon = false
+            let session = try Session(configuration: configuration, delegate: QuietDelegate())
+            await #expect {
+                try await session.data(from: server.url("/bytes/10"))
+            } throws: { error in
+                (error as? FerryError)?.reason == .unsupportedConfiguration
+            }
+            // Same identifier in the same process, with a delegate: refused too; without one
+            // (it only hands tasks over), allowed.
+            #expect(throws: FerryError.self) { try Session(configuration: configuration, delegate: QuietDelegate()) }
+            #expect(throws: Never.self) { try Session(configuration: configuration) }
+            session.invalidateAndCancel()
+            #expect(throws: FerryError.self) { try Session(configuration: .background(identifier: "no spaces")) }
+        }
+    }
+}
