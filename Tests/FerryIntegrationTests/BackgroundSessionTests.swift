@@ -163,3 +163,40 @@ struct BackgroundSessionTests {
         }
     }
 }
+
+@Suite("Background uploads")
+struct BackgroundUploadTests {
+    @Test func anUploadFromAFileRunsInTheDaemon() async throws {
+        try await withServer { server in
+            let daemon = try DaemonProcess()
+            let pid = try await daemon.start()
+            defer { DaemonProcess.killNine(pid) }
+            let file = daemon.directory.appendingPathComponent("upload.bin")
+            try TestContent.data(size: 700_000, seed: 9).write(to: file)
+            var configuration = SessionConfiguration.background(identifier: "uploads")
+            configuration.backgroundDaemon.stateDirectory = daemon.state
+            configuration.backgroundDaemon.socket = daemon.socket
+            let session = try Session(configuration: configuration, delegate: QuietDelegate())
+            var request = URLRequest(url: server.url("/sink"))
+            request.httpMethod = "PUT"
+            request.setValue("application/octet-stream", forHTTPHeaderField: "Content-Type")
+            let (data, response) = try await session.upload(for: request, fromFile: file)
+            #expect(response.statusCode == 200)
+            #expect(response.headers["Content-Type"] == "application/json")
+            let sink = try JSONDecoder().decode(SinkReport.self, from: data)
+            #expect(sink.method == "PUT")
+            #expect(sink.bytes == 700_000)
+            #expect(sink.sha256 == TestContent.sha256(size: 700_000, seed: 9))
+            // The daemon ran it: its record says so, and the response file is gone.
+            let record = try #require(try await daemon.client.tasks(session: "uploads").first)
+            #expect(record.kind == .upload)
+            #expect(record.responseStatus == 200)
+            #expect(!FileManager.default.fileExists(atPath: record.destination))
+            // A data task in memory is still refused.
+            await #expect(throws: FerryError.self) {
+                try await session.upload(for: request, from: Data("x".utf8))
+            }
+            session.invalidateAndCancel()
+        }
+    }
+}

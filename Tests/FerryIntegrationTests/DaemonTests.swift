@@ -174,6 +174,70 @@ struct DaemonTests {
         }
     }
 
+    @Test func schedulingSurvivesARestart() async throws {
+        try await withServer { server in
+            let daemon = try DaemonProcess()
+            var pid = try await daemon.start()
+            let file = { (name: String) in daemon.directory.appendingPathComponent(name).path }
+            // Not before two seconds from now, even across a kill -9 and a restart.
+            var later = BackgroundAPI.AddTask(
+                url: server.url("/bytes/1000?seed=5").absoluteString,
+                destination: file("later")
+            )
+            later.earliestBeginDate = Date(timeIntervalSinceNow: 2)
+            let laterID = try #require(try await daemon.client.add(later).id)
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(try await daemon.client.task(laterID).state == .queued)
+            DaemonProcess.killNine(pid)
+            pid = try await daemon.start()
+            defer { DaemonProcess.killNine(pid) }
+            #expect(try await daemon.client.task(laterID).state == .queued)
+            #expect(server.requests(to: "/bytes/1000?seed=5").isEmpty)
+            let done = try await finalState(of: laterID, daemon.client)
+            #expect(done.state == .completed)
+            #expect(try #require(done.finishedAt).timeIntervalSince(try #require(later.earliestBeginDate)) >= 0)
+        }
+    }
+
+    @Test func higherPriorityStartsFirst() async throws {
+        try await withServer { server in
+            let daemon = try DaemonProcess()
+            let pid = try ProcessRunner.spawn(
+                ProcessRunner.ferry,
+                ["daemon", "--max-transfers", "1"] + daemon.arguments,
+                stdout: daemon.directory.appendingPathComponent("out").path,
+                stderr: daemon.directory.appendingPathComponent("err").path
+            )
+            defer { DaemonProcess.killNine(pid) }
+            for _ in 0..<200 where !(try await daemon.client.health()) { try await Task.sleep(for: .milliseconds(25)) }
+            let file = { (name: String) in daemon.directory.appendingPathComponent(name).path }
+            // One slot: a slow task holds it while two more wait.
+            _ = try await daemon.client.add(
+                .init(
+                    url: server.url("/bytes/200000?drip=50000&interval=100").absoluteString,
+                    destination: file("first")
+                )
+            )
+            var low = BackgroundAPI.AddTask(
+                url: server.url("/bytes/10?seed=6").absoluteString,
+                destination: file("low")
+            )
+            low.priority = 0.1
+            var high = BackgroundAPI.AddTask(
+                url: server.url("/bytes/10?seed=7").absoluteString,
+                destination: file("high")
+            )
+            high.priority = 0.9
+            let lowID = try #require(try await daemon.client.add(low).id)
+            let highID = try #require(try await daemon.client.add(high).id)
+            let lowDone = try await finalState(of: lowID, daemon.client)
+            let highDone = try await finalState(of: highID, daemon.client)
+            #expect(try #require(highDone.finishedAt) <= (try #require(lowDone.finishedAt)))
+            let order = server.requests.map(\.uri).filter { $0.hasPrefix("/bytes/10?") }
+            #expect(order == ["/bytes/10?seed=7", "/bytes/10?seed=6"])
+        }
+    }
+
     @Test func badInputNeverStopsTheDaemon() async throws {
         try await withServer { server in
             let daemon = try DaemonProcess()

@@ -33,6 +33,12 @@ package enum BackgroundAPI {
         package var earliestBeginDate: Date?
         package var discretionary: Bool?
         package var taskDescription: String?
+        /// `download` (the default) or `upload`.
+        package var kind: BackgroundTaskRecord.Kind?
+        /// An upload's method: `POST` (the default), `PUT` or `PATCH`.
+        package var method: String?
+        /// An upload's body: an absolute path under an allowed directory.
+        package var sourceFile: String?
 
         package init(url: String, destination: String, session: String? = nil) {
             self.url = url
@@ -42,7 +48,7 @@ package enum BackgroundAPI {
 
         package static let fields: Set<String> = [
             "url", "destination", "session", "headers", "priority", "earliestBeginDate", "discretionary",
-            "taskDescription",
+            "taskDescription", "kind", "method", "sourceFile",
         ]
     }
 
@@ -69,16 +75,30 @@ package enum BackgroundAPI {
         package init(events: [BackgroundEventRecord]) { self.events = events }
     }
 
+    /// Dates are ISO 8601 with fractional seconds (an `earliestBeginDate` keeps its
+    /// precision); without them is accepted too.
     package static var encoder: JSONEncoder {
         let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .iso8601
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(date))
+        }
         encoder.outputFormatting = [.sortedKeys]
         return encoder
     }
 
     package static var decoder: JSONDecoder {
         let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let container = try decoder.singleValueContainer()
+            let text = try container.decode(String.self)
+            if let date = try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text) { return date }
+            if let date = try? Date.ISO8601FormatStyle().parse(text) { return date }
+            throw DecodingError.dataCorruptedError(
+                in: container,
+                debugDescription: "'\(text)' is not an ISO 8601 date."
+            )
+        }
         return decoder
     }
 

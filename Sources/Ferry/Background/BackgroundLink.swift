@@ -276,10 +276,17 @@ final class BackgroundLink: Sendable {
     }
 
     private func transfer(_ task: SessionTask, session: Session) async throws -> TaskOutcome {
-        guard case .download(let delivery, nil) = task.plan else {
+        let delivery: DownloadDelivery?
+        let source: URL?
+        switch task.plan {
+        case .download(let wanted, nil):
+            (delivery, source) = (wanted, nil)
+        case .upload(.file(let file, _)):
+            (delivery, source) = (nil, file)
+        default:
             throw FerryError(
                 .unsupportedConfiguration,
-                "Background sessions run download tasks only (data tasks and uploads from memory are refused, as on Apple platforms; uploads from files are not in the daemon yet)."
+                "Background sessions run downloads and uploads from files (data tasks and uploads from memory or streams are refused, as on Apple platforms)."
             )
         }
         await waitUntilAttached()
@@ -288,7 +295,7 @@ final class BackgroundLink: Sendable {
         if let known = task.backgroundID {
             id = known
         } else {
-            id = try await submit(task)
+            id = try await submit(task, uploading: source)
         }
         let event = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<BackgroundEventRecord?, Never>) in
@@ -324,6 +331,7 @@ final class BackgroundLink: Sendable {
             }
             let location = URL(fileURLWithPath: path)
             let url = task.originalRequest.url ?? location
+            guard let delivery else { return try await response(of: id, task: task, url: url, body: location) }
             return try await Transfer.deliver(
                 location,
                 head: HTTPResponse(url: url, statusCode: 200),
@@ -337,7 +345,28 @@ final class BackgroundLink: Sendable {
         }
     }
 
-    private func submit(_ task: SessionTask) async throws -> Int64 {
+    /// An upload's response, as the daemon kept it: status and fields from its record, the
+    /// body from the file it wrote (removed once read).
+    private func response(of id: Int64, task: SessionTask, url: URL, body: URL) async throws -> TaskOutcome {
+        let record = try await client.task(id)
+        let head = HTTPResponse(
+            url: url,
+            statusCode: record.responseStatus ?? 200,
+            headers: HeaderFields((record.responseHeaders ?? [:]).sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
+        )
+        task.didReceive(response: head)
+        let data: Data
+        do {
+            data = try Data(contentsOf: body)
+        } catch {
+            throw FerryError(.fileSystem, "Cannot read the upload's response from '\(body.path)'.", underlying: error)
+        }
+        try? FileManager.default.removeItem(at: body)
+        data.withUnsafeBytes { task.didReceive(data: $0, publishData: true) }
+        return .data(data)
+    }
+
+    private func submit(_ task: SessionTask, uploading source: URL?) async throws -> Int64 {
         guard let url = task.originalRequest.url else { throw FerryError(.invalidURL, "The request has no URL.") }
         var request = BackgroundAPI.AddTask(
             url: url.absoluteString,
@@ -350,6 +379,13 @@ final class BackgroundLink: Sendable {
         request.earliestBeginDate = task.earliestBeginDate
         request.discretionary = isDiscretionary ? true : nil
         request.taskDescription = task.taskDescription
+        if let source {
+            request.kind = .upload
+            request.method = task.originalRequest.httpMethod ?? "POST"
+            request.sourceFile = source.standardizedFileURL.path
+            // Framing is the daemon's; the rest of the fields travel.
+            request.headers = request.headers?.filter { $0.key.lowercased() != "content-length" }
+        }
         state.withLock { $0.submitting += 1 }
         defer { state.withLock { $0.submitting -= 1 } }
         let record = try await client.add(request)

@@ -20,8 +20,24 @@ package struct BackgroundTaskRecord: Codable, Sendable, Equatable {
         package var isFinal: Bool { self == .completed || self == .failed || self == .canceled }
     }
 
+    /// What the task does.
+    package enum Kind: String, Codable, Sendable {
+        /// Fetches `url` into `destination`.
+        case download
+        /// Sends `sourceFile` to `url` with `method`; the response body goes to `destination`.
+        case upload
+    }
+
     /// Assigned by the store, increasing.
     package var id: Int64?
+    package var kind: Kind
+    /// An upload's method (`POST`, `PUT`, `PATCH`).
+    package var method: String?
+    /// An upload's body (absolute path).
+    package var sourceFile: String?
+    /// An upload's response status and header fields, once it completed.
+    package var responseStatus: Int?
+    package var responseHeaders: [String: String]?
     /// The background session's identifier (`ferry add` uses `cli`).
     package var session: String
     package var url: String
@@ -55,6 +71,7 @@ package struct BackgroundTaskRecord: Codable, Sendable, Equatable {
         isDiscretionary: Bool = false,
         createdAt: Date = Date()
     ) {
+        kind = .download
         self.session = session
         self.url = url
         self.headers = headers

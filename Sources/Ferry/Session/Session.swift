@@ -186,17 +186,30 @@ public final class Session: Sendable {
     }
 
     /// A task of the daemon that a previous process of this background session created.
-    func reattach(_ record: BackgroundTaskRecord, id: Int64) -> DownloadTask {
+    func reattach(_ record: BackgroundTaskRecord, id: Int64) -> SessionTask {
         var request = URLRequest(url: URL(string: record.url) ?? URL(fileURLWithPath: "/"))
         for (name, value) in record.headers { request.setValue(value, forHTTPHeaderField: name) }
-        let hasDelegate = delegate != nil
-        let task = register { identifier in
-            DownloadTask(
-                identifier: identifier,
-                request: request,
-                plan: .download(hasDelegate ? .delegate : .handOver, resume: nil),
-                session: self
-            )
+        let task: SessionTask
+        if record.kind == .upload, let source = record.sourceFile {
+            request.httpMethod = record.method
+            task = register { identifier in
+                UploadTask(
+                    identifier: identifier,
+                    request: request,
+                    plan: .upload(.file(URL(fileURLWithPath: source), length: record.bytesExpected ?? 0)),
+                    session: self
+                )
+            }
+        } else {
+            let hasDelegate = delegate != nil
+            task = register { identifier in
+                DownloadTask(
+                    identifier: identifier,
+                    request: request,
+                    plan: .download(hasDelegate ? .delegate : .handOver, resume: nil),
+                    session: self
+                )
+            }
         }
         task.backgroundID = id
         task.taskDescription = record.taskDescription

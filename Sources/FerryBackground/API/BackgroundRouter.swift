@@ -164,16 +164,44 @@ struct BackgroundRouter: Sendable {
             isDiscretionary: request.discretionary ?? false
         )
         record.taskDescription = request.taskDescription
+        if request.kind == .upload {
+            let method = (request.method ?? "POST").uppercased()
+            guard ["POST", "PUT", "PATCH"].contains(method) else {
+                throw .badRequest("An upload's method is POST, PUT or PATCH.")
+            }
+            guard let source = request.sourceFile else { throw .badRequest("An upload needs 'sourceFile'.") }
+            let file = try allowedPath(source, role: "sourceFile")
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: file.path, isDirectory: &isDirectory), !isDirectory.boolValue,
+                FileManager.default.isReadableFile(atPath: file.path)
+            else {
+                throw .badRequest("'\(source)' is not a readable file.")
+            }
+            record.kind = .upload
+            record.method = method
+            record.sourceFile = file.path
+        } else if request.method != nil || request.sourceFile != nil {
+            throw .badRequest("'method' and 'sourceFile' are for uploads (\"kind\": \"upload\").")
+        }
         return record
     }
 
     /// `path` when it is absolute, names a file, and lies under an allowed directory
     /// (symbolic links of its directory resolved).
     func allowedDestination(_ path: String) throws(BackgroundAPI.Failure) -> URL {
+        let file = try allowedPath(path, role: "destination")
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: file.path, isDirectory: &isDirectory), isDirectory.boolValue {
+            throw .badRequest("'\(path)' is a directory.")
+        }
+        return file
+    }
+
+    private func allowedPath(_ path: String, role: String) throws(BackgroundAPI.Failure) -> URL {
         guard path.hasPrefix("/"), !path.hasSuffix("/"), !path.contains("\0"),
             !path.split(separator: "/").contains(where: { $0 == ".." || $0 == "." })
         else {
-            throw .badRequest("The destination must be an absolute path to a file, without '.' or '..'.")
+            throw .badRequest("The \(role) must be an absolute path to a file, without '.' or '..'.")
         }
         let file = URL(fileURLWithPath: path)
         let directory = Self.resolvedExistingPrefix(file.deletingLastPathComponent())
@@ -181,12 +209,8 @@ struct BackgroundRouter: Sendable {
         guard allowed.contains(where: { directory.path == $0 || directory.path.hasPrefix($0 == "/" ? "/" : $0 + "/") })
         else {
             throw .forbiddenPath(
-                "'\(path)' is outside the directories the daemon writes to (\(allowed.joined(separator: ", ")))."
+                "'\(path)' is outside the directories the daemon may use (\(allowed.joined(separator: ", ")))."
             )
-        }
-        var isDirectory: ObjCBool = false
-        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
-            throw .badRequest("'\(path)' is a directory.")
         }
         return directory.appendingPathComponent(file.lastPathComponent)
     }

@@ -30,7 +30,7 @@ package actor BackgroundDaemon {
     package let store: BackgroundStore
     private let session: Session
     private let scheduler: BackgroundScheduler
-    private var running: [Int64: DownloadTask] = [:]
+    private var running: [Int64: SessionTask] = [:]
     /// Why a running transfer is being stopped, when the daemon stops it.
     private var stopping: [Int64: BackgroundTaskRecord.State] = [:]
     private var wake: Task<Void, Never>?
@@ -74,7 +74,12 @@ package actor BackgroundDaemon {
         case .running:
             if let transfer = running[id] {
                 stopping[id] = .paused
-                _ = await transfer.cancelProducingResumeData()
+                if let download = transfer as? DownloadTask {
+                    _ = await download.cancelProducingResumeData()
+                } else {
+                    // An upload starts over when resumed.
+                    transfer.cancel()
+                }
             }
         default:
             break
@@ -150,15 +155,22 @@ package actor BackgroundDaemon {
         }
         var request = URLRequest(url: url)
         for (name, value) in record.headers { request.setValue(value, forHTTPHeaderField: name) }
-        let transfer = session.downloadTask(
-            with: request,
-            to: .file(
-                URL(fileURLWithPath: record.destination),
-                options: [.removePreviousFile, .createIntermediateDirectories]
+        let transfer: SessionTask
+        if record.kind == .upload, let source = record.sourceFile {
+            request.httpMethod = record.method ?? "POST"
+            transfer = session.uploadTask(with: request, fromFile: URL(fileURLWithPath: source))
+        } else {
+            let download = session.downloadTask(
+                with: request,
+                to: .file(
+                    URL(fileURLWithPath: record.destination),
+                    options: [.removePreviousFile, .createIntermediateDirectories]
+                )
             )
-        )
-        transfer.resumeKey = record.resumeKey
-        transfer.resumesFromStore = true
+            download.resumeKey = record.resumeKey
+            download.resumesFromStore = true
+            transfer = download
+        }
         try store.update(id) { $0.state = .running }
         running[id] = transfer
         let events = transfer.events
@@ -169,7 +181,7 @@ package actor BackgroundDaemon {
         }
     }
 
-    private func ended(_ id: Int64, transfer: DownloadTask) {
+    private func ended(_ id: Int64, transfer: SessionTask) {
         running[id] = nil
         let reason = stopping.removeValue(forKey: id)
         do {
@@ -182,13 +194,15 @@ package actor BackgroundDaemon {
                 default:
                     try store.finish(id, as: .failed, detail: error.description)
                 }
+            } else if let upload = transfer as? DataTask {
+                try finishUpload(id, upload)
             } else {
                 let received = transfer.countOfBytesReceived
                 try store.update(id) {
                     $0.bytesReceived = max($0.bytesReceived, received)
                     $0.bytesExpected = $0.bytesExpected ?? received
                 }
-                try store.finish(id, as: .completed, detail: transfer.fileURL?.path)
+                try store.finish(id, as: .completed, detail: (transfer as? DownloadTask)?.fileURL?.path)
             }
             try schedule()
         } catch {
@@ -197,8 +211,39 @@ package actor BackgroundDaemon {
         }
     }
 
-    /// How far a running task is now (the store has the last checkpoint).
+    /// An upload's response: its body to the task's destination, its status and fields to
+    /// the record, then the event.
+    private func finishUpload(_ id: Int64, _ upload: DataTask) throws {
+        guard let record = try store.task(id) else { return }
+        let destination = URL(fileURLWithPath: record.destination)
+        do {
+            try FileManager.default.createDirectory(
+                at: destination.deletingLastPathComponent(),
+                withIntermediateDirectories: true
+            )
+            try (upload.receivedData ?? Data()).write(to: destination, options: .atomic)
+        } catch {
+            try store.finish(id, as: .failed, detail: "Cannot write the response to '\(destination.path)': \(error).")
+            return
+        }
+        let response = upload.response
+        let sent = upload.countOfBytesSent
+        try store.update(id) {
+            $0.responseStatus = response?.statusCode
+            $0.responseHeaders = response.map {
+                Dictionary($0.headers.map { ($0.name, $0.value) }) { first, _ in first }
+            }
+            $0.bytesReceived = sent
+            $0.bytesExpected = sent
+        }
+        try store.finish(id, as: .completed, detail: destination.path)
+    }
+
+    /// How far a running task is now (the store has the last checkpoint): bytes received by
+    /// a download, bytes sent by an upload.
     package func liveProgress(_ id: Int64) -> (received: Int64, expected: Int64?)? {
-        running[id].map { ($0.countOfBytesReceived, $0.countOfBytesExpectedToReceive) }
+        guard let transfer = running[id] else { return nil }
+        if transfer is DataTask { return (transfer.countOfBytesSent, transfer.countOfBytesExpectedToSend) }
+        return (transfer.countOfBytesReceived, transfer.countOfBytesExpectedToReceive)
     }
 }

@@ -40,6 +40,11 @@ package final class BackgroundStore: Sendable {
             try db.create(table: "task") { table in
                 table.autoIncrementedPrimaryKey("id")
                 table.column("session", .text).notNull().indexed()
+                table.column("kind", .text).notNull()
+                table.column("method", .text)
+                table.column("sourceFile", .text)
+                table.column("responseStatus", .integer)
+                table.column("responseHeaders", .text)
                 table.column("url", .text).notNull()
                 table.column("taskDescription", .text)
                 table.column("headers", .text).notNull()
