@@ -90,6 +90,12 @@ struct BackgroundSessionTests {
                 atPath: daemon.state.appendingPathComponent("sessions/app.example.sync/downloads").path
             )
             #expect(left.isEmpty)
+            // The store keeps the session: two tasks, nothing pending, attached.
+            let sessions = try await daemon.client.sessions()
+            #expect(sessions.map(\.identifier) == ["app.example.sync"])
+            #expect(sessions.first?.tasks == 2)
+            #expect(sessions.first?.pendingEvents == 0)
+            #expect(sessions.first?.lastAttachedAt != nil)
             // Delivered once: a later process hears nothing more.
             let again = try await program.run(["attach", "--move-to", moved.path])
             #expect(

@@ -70,6 +70,30 @@ package enum BackgroundAPI {
         package init(tasks: [BackgroundTaskRecord]) { self.tasks = tasks }
     }
 
+    /// `GET /v1/sessions`: the background sessions the daemon knows.
+    package struct SessionInfo: Codable, Sendable, Equatable {
+        package var identifier: String
+        package var createdAt: Date
+        /// When a process of the session last asked for its events.
+        package var lastAttachedAt: Date?
+        package var tasks: Int
+        /// Events kept until a process acknowledges them.
+        package var pendingEvents: Int
+
+        package init(identifier: String, createdAt: Date, lastAttachedAt: Date?, tasks: Int, pendingEvents: Int) {
+            self.identifier = identifier
+            self.createdAt = createdAt
+            self.lastAttachedAt = lastAttachedAt
+            self.tasks = tasks
+            self.pendingEvents = pendingEvents
+        }
+    }
+
+    package struct SessionList: Codable, Sendable {
+        package var sessions: [SessionInfo]
+        package init(sessions: [SessionInfo]) { self.sessions = sessions }
+    }
+
     package struct EventList: Codable, Sendable {
         package var events: [BackgroundEventRecord]
         package init(events: [BackgroundEventRecord]) { self.events = events }

@@ -53,6 +53,10 @@ package struct BackgroundClient: Sendable {
         )
     }
 
+    package func sessions() async throws -> [BackgroundAPI.SessionInfo] {
+        try decode(BackgroundAPI.SessionList.self, try await send("GET", "/v1/sessions")).sessions
+    }
+
     package func events(session: String, after seq: Int64) async throws -> [BackgroundEventRecord] {
         try decode(BackgroundAPI.EventList.self, try await send("GET", "/v1/events?session=\(session)&after=\(seq)"))
             .events

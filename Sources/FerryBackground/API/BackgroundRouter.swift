@@ -69,11 +69,17 @@ struct BackgroundRouter: Sendable {
             default: throw BackgroundAPI.Failure.notFound("No action '\(action)' (pause, resume, cancel).")
             }
             return Response(status: 200, body: Self.json(task))
+        case ("GET", .sessions):
+            return Response(
+                status: 200,
+                body: Self.json(BackgroundAPI.SessionList(sessions: try daemon.store.sessions()))
+            )
         case ("GET", .events):
             let session = try Self.validSession(query["session"] ?? "")
             guard let after = Int64(query["after"] ?? "0"), after >= 0 else {
                 throw BackgroundAPI.Failure.badRequest("'after' is not a sequence number.")
             }
+            try daemon.store.sessionAttached(session)
             let events = try daemon.store.events(session: session, after: after)
             return Response(status: 200, body: Self.json(BackgroundAPI.EventList(events: events)))
         case ("POST", .acknowledge):
@@ -92,6 +98,7 @@ struct BackgroundRouter: Sendable {
     /// The API's resources, from a request path.
     private enum Endpoint {
         case health
+        case sessions
         case tasks
         case task(String)
         case action(String, String)
@@ -104,6 +111,7 @@ struct BackgroundRouter: Sendable {
             switch rest.count {
             case 1 where rest[0] == "health": self = .health
             case 1 where rest[0] == "tasks": self = .tasks
+            case 1 where rest[0] == "sessions": self = .sessions
             case 2 where rest[0] == "tasks": self = .task(rest[1])
             case 3 where rest[0] == "tasks": self = .action(rest[1], rest[2])
             case 1 where rest[0] == "events": self = .events

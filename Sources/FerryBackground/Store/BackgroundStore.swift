@@ -37,6 +37,11 @@ package final class BackgroundStore: Sendable {
     private static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1") { db in
+            try db.create(table: "session") { table in
+                table.primaryKey("identifier", .text)
+                table.column("createdAt", .datetime).notNull()
+                table.column("lastAttachedAt", .datetime)
+            }
             try db.create(table: "task") { table in
                 table.autoIncrementedPrimaryKey("id")
                 table.column("session", .text).notNull().indexed()
@@ -77,12 +82,54 @@ package final class BackgroundStore: Sendable {
 
     // MARK: Tasks
 
-    /// Stores a new task and returns it with its identifier.
+    /// Stores a new task (and its session, the first time) and returns it with its id.
     package func insert(_ task: BackgroundTaskRecord) throws -> BackgroundTaskRecord {
         try database.write { db in
             var task = task
+            try db.execute(
+                sql: "INSERT INTO session (identifier, createdAt) VALUES (?, ?) ON CONFLICT(identifier) DO NOTHING",
+                arguments: [task.session, Date()]
+            )
             try task.insert(db)
             return task
+        }
+    }
+
+    // MARK: Sessions
+
+    /// A process of `session` asked for its events now.
+    package func sessionAttached(_ session: String) throws {
+        try database.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO session (identifier, createdAt, lastAttachedAt) VALUES (?, ?, ?)
+                    ON CONFLICT(identifier) DO UPDATE SET lastAttachedAt = excluded.lastAttachedAt
+                    """,
+                arguments: [session, Date(), Date()]
+            )
+        }
+    }
+
+    /// Every session the daemon has tasks for, with its counts.
+    package func sessions() throws -> [BackgroundAPI.SessionInfo] {
+        try database.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT s.identifier, s.createdAt, s.lastAttachedAt,
+                        (SELECT COUNT(*) FROM task t WHERE t.session = s.identifier) AS tasks,
+                        (SELECT COUNT(*) FROM event e WHERE e.session = s.identifier) AS pendingEvents
+                    FROM session s ORDER BY s.identifier
+                    """
+            ).map { row in
+                BackgroundAPI.SessionInfo(
+                    identifier: row["identifier"],
+                    createdAt: row["createdAt"],
+                    lastAttachedAt: row["lastAttachedAt"],
+                    tasks: row["tasks"],
+                    pendingEvents: row["pendingEvents"]
+                )
+            }
         }
     }
 
