@@ -129,6 +129,53 @@ struct TLSTests {
         }
     }
 
+    @Test func publicKeyPinsWorkThroughConnectAndSOCKSProxies() async throws {
+        try await withTLSServer { server, ca, identity in
+            let connect = try await TunnelProxy.start(.httpConnect(requiredAuthorization: "Basic cDpx"))  // p:q
+            let socks = try await TunnelProxy.start(.socks5)
+            defer {
+                Task {
+                    await connect.shutdown()
+                    await socks.shutdown()
+                }
+            }
+            for proxy in [
+                Proxy.http(host: "127.0.0.1", port: connect.port, credential: Credential(user: "p", password: "q")),
+                Proxy.socks5(host: "127.0.0.1", port: socks.port),
+            ] {
+                let pinned = try makeSession {
+                    $0.proxy = proxy
+                    $0.tls.trustRoots = .custom(pem: ca.certificatePEM)
+                    $0.tls.pinnedPublicKeys["127.0.0.1"] = [identity.publicKeyPin]
+                }
+                let (data, response) = try await pinned.data(from: server.url("/bytes/200000"))
+                #expect(response.statusCode == 200)
+                #expect(data.count == 200_000)
+                let wrong = try makeSession {
+                    $0.proxy = proxy
+                    $0.tls.trustRoots = .custom(pem: ca.certificatePEM)
+                    $0.tls.pinnedPublicKeys["127.0.0.1"] = [ca.publicKeyPin.reversedBase64]
+                }
+                await #expect {
+                    try await wrong.data(from: server.url("/bytes/10"))
+                } throws: { error in
+                    (error as? FerryError)?.reason == .secureConnectionFailed
+                }
+            }
+            // Both tunnels were used, to the server.
+            #expect(connect.tunnels.first?.target == "127.0.0.1:\(server.port)")
+            #expect(connect.tunnels.first?.authorization == "Basic cDpx")
+            #expect(socks.tunnels.first?.target == "127.0.0.1:\(server.port)")
+            // A proxy that refuses the tunnel: a clear failure, not a hang.
+            let refusing = try makeSession {
+                $0.proxy = .http(host: "127.0.0.1", port: connect.port)
+                $0.tls.trustRoots = .custom(pem: ca.certificatePEM)
+                $0.tls.pinnedPublicKeys["127.0.0.1"] = [identity.publicKeyPin]
+            }
+            await #expect(throws: FerryError.self) { try await refusing.data(from: server.url("/bytes/10")) }
+        }
+    }
+
     @Test func theDelegateEvaluatesServerTrust() async throws {
         try await withTLSServer { server, ca, identity in
             // Trusts the server's key whatever the roots say: a device's self-signed certificate.
@@ -253,6 +300,11 @@ struct TLSCLITests {
             #expect(wrongKey.stderrText.contains("pinned"))
         }
     }
+}
+
+extension String {
+    /// Another valid pin: the same digest with its bytes reversed.
+    var reversedBase64: String { Data((Data(base64Encoded: self) ?? Data()).reversed()).base64EncodedString() }
 }
 
 /// Answers server-trust challenges with `decide` and keeps them.

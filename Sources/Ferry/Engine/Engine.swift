@@ -39,7 +39,11 @@ final class Engine: Sendable {
     convenience init(configuration: SessionConfiguration, tls: ResolvedTLS) throws(FerryError) {
         do {
             let bridge = try tls.evaluator.map {
-                try TLSBridge(evaluator: $0, connectTimeout: Self.connectTimeout(configuration))
+                try TLSBridge(
+                    evaluator: $0,
+                    proxy: configuration.proxy,
+                    connectTimeout: Self.connectTimeout(configuration)
+                )
             }
             self.init(configuration: configuration, tls: tls, bridge: bridge)
         } catch {
@@ -125,12 +129,6 @@ final class Engine: Sendable {
     /// socket with the `Host` field to send (see ``TLSBridge``).
     func route(_ url: URL) async throws -> (url: URL, host: String?, bridged: Bool) {
         guard let bridge, bridge.evaluator.verifiesItself(url) else { return (url, nil, false) }
-        if configuration.proxy?.applies(to: url) == true {
-            throw FerryError(
-                .unsupportedConfiguration,
-                "Public-key pins and delegate trust evaluation do not work through a proxy yet (\(url.host ?? ""))."
-            )
-        }
         let (routed, host) = try await bridge.route(url)
         return (routed, host, true)
     }

@@ -1,7 +1,10 @@
 import AsyncHTTPClient
 import Foundation
 import NIOCore
+import NIOExtras
+import NIOHTTP1
 import NIOPosix
+import NIOSOCKS
 import NIOSSL
 import NIOTLS
 import Synchronization
@@ -17,7 +20,8 @@ import Synchronization
 /// ``TrustEvaluator`` (and the delegate) and handshaken before a byte is relayed. The pool
 /// keeps and reuses the pairs as it would direct connections. A refused chain closes the
 /// plaintext connection and is remembered, so the request fails with the reason rather than
-/// "connection closed".
+/// "connection closed". Through the session's proxy when it applies: an HTTP `CONNECT`
+/// tunnel (with its credential) or SOCKS5, then TLS inside it.
 ///
 /// ## Lifecycle and threading
 /// Made by the engine when the configuration needs it; listeners open on first use and
@@ -34,13 +38,15 @@ final class TLSBridge: Sendable {
     }
 
     let evaluator: TrustEvaluator
+    private let proxy: Proxy?
     private let context: NIOSSLContext
     private let directory: URL
     private let connectTimeout: TimeAmount
     private let state = Mutex(State())
 
-    init(evaluator: TrustEvaluator, connectTimeout: TimeAmount) throws {
+    init(evaluator: TrustEvaluator, proxy: Proxy?, connectTimeout: TimeAmount) throws {
         self.evaluator = evaluator
+        self.proxy = proxy
         self.connectTimeout = connectTimeout
         context = try NIOSSLContext(configuration: evaluator.connection)
         directory = FileManager.default.temporaryDirectory
@@ -64,7 +70,7 @@ final class TLSBridge: Sendable {
             if let listener = state.listeners[origin] { return listener }
             let path = directory.appendingPathComponent("\(state.nextSocket).sock").path
             state.nextSocket += 1
-            let listener = listen(at: path, for: origin)
+            let listener = listen(at: path, for: origin, via: proxy?.applies(to: url) == true ? proxy : nil)
             state.listeners[origin] = listener
             return listener
         }
@@ -99,35 +105,32 @@ final class TLSBridge: Sendable {
         try? FileManager.default.removeItem(at: directory)
     }
 
-    private func listen(at path: String, for origin: Origin) -> EventLoopFuture<any Channel> {
+    private func listen(at path: String, for origin: Origin, via proxy: Proxy?) -> EventLoopFuture<any Channel> {
         ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .childChannelInitializer { [self] inbound in
-                pair(inbound, withConnectionTo: origin)
+                pair(inbound, withConnectionTo: origin, via: proxy)
             }
             .bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true)
     }
 
     /// Connects to `origin`, verifies it, and relays between it and `inbound` (registered
     /// only once this succeeds, so it reads nothing before).
-    private func pair(_ inbound: any Channel, withConnectionTo origin: Origin) -> EventLoopFuture<Void> {
+    private func pair(
+        _ inbound: any Channel,
+        withConnectionTo origin: Origin,
+        via proxy: Proxy?
+    ) -> EventLoopFuture<Void> {
         let loop = inbound.eventLoop
         let handshake = loop.makePromise(of: Void.self)
-        let sniHost = origin.host.isIPAddress ? nil : origin.host
         let connected = ClientBootstrap(group: loop)
             .connectTimeout(connectTimeout)
             .channelInitializer { [self] outbound in
                 outbound.eventLoop.makeCompletedFuture {
-                    let tls = try NIOSSLClientHandler(
-                        context: context,
-                        serverHostname: sniHost,
-                        customVerificationCallback: { [self] chain, verified in
-                            Task { verified.succeed(await self.evaluate(chain, origin: origin)) }
-                        }
-                    )
-                    try outbound.pipeline.syncOperations.addHandlers(tls, HandshakeWatcher(handshake))
+                    try outbound.pipeline.syncOperations.addHandler(HandshakeWatcher(handshake))
+                    try openTunnel(on: outbound, to: origin, via: proxy, failing: handshake)
                 }
             }
-            .connect(host: origin.host, port: origin.port)
+            .connect(host: proxy?.host ?? origin.host, port: proxy?.port ?? origin.port)
         connected.whenFailure { handshake.fail($0) }
         return connected.and(handshake.futureResult)
             .flatMapThrowing { [self] outbound, _ in
@@ -142,6 +145,67 @@ final class TLSBridge: Sendable {
                 }
                 throw error
             }
+    }
+
+    /// Starts TLS to `origin` on `outbound`: at once, or once the proxy's tunnel is open.
+    private func openTunnel(
+        on outbound: any Channel,
+        to origin: Origin,
+        via proxy: Proxy?,
+        failing handshake: EventLoopPromise<Void>
+    ) throws {
+        let pipeline = outbound.pipeline.syncOperations
+        switch proxy?.kind {
+        case nil:
+            try startTLS(on: outbound, to: origin)
+        case .http?:
+            let tunnel = outbound.eventLoop.makePromise(of: Void.self)
+            let encoder = HTTPRequestEncoder()
+            let decoder = ByteToMessageHandler(HTTPResponseDecoder(leftOverBytesStrategy: .forwardBytes))
+            var headers = HTTPHeaders()
+            if let credential = proxy?.credential {
+                let token = Data("\(credential.user):\(credential.password)".utf8).base64EncodedString()
+                headers.add(name: "Proxy-Authorization", value: "Basic \(token)")
+            }
+            let connect = NIOHTTP1ProxyConnectHandler(
+                targetHost: origin.host,
+                targetPort: origin.port,
+                headers: headers,
+                deadline: .now() + connectTimeout,
+                promise: tunnel
+            )
+            try pipeline.addHandlers([encoder, decoder, connect], position: .first)
+            // On the channel's event loop, where the handlers live.
+            tunnel.futureResult.assumeIsolated().whenComplete { [self] result in
+                do {
+                    try result.get()
+                    pipeline.removeHandler(encoder, promise: nil)
+                    pipeline.removeHandler(decoder, promise: nil)
+                    try startTLS(on: outbound, to: origin)
+                } catch {
+                    handshake.fail(error)
+                    outbound.close(promise: nil)
+                }
+            }
+        case .socks5?:
+            try pipeline.addHandler(
+                SOCKSClientHandler(targetAddress: .domain(origin.host, port: origin.port)),
+                position: .first
+            )
+            try pipeline.addHandler(SOCKSWatcher { [self] in try startTLS(on: outbound, to: origin) })
+        }
+    }
+
+    /// Puts TLS, verified by ``evaluate(_:origin:)``, next to the socket (or the tunnel).
+    private func startTLS(on outbound: any Channel, to origin: Origin) throws {
+        let tls = try NIOSSLClientHandler(
+            context: context,
+            serverHostname: origin.host.isIPAddress ? nil : origin.host,
+            customVerificationCallback: { [self] chain, verified in
+                Task { verified.succeed(await self.evaluate(chain, origin: origin)) }
+            }
+        )
+        try outbound.pipeline.syncOperations.addHandler(tls, position: .first)
     }
 
     /// The session's verdict, then the delegate's, on a chain `origin` sent.
@@ -187,6 +251,26 @@ private final class HandshakeWatcher: ChannelInboundHandler, RemovableChannelHan
     func channelInactive(context: ChannelHandlerContext) {
         promise.fail(ChannelError.ioOnClosedChannel)
         context.fireChannelInactive()
+    }
+}
+
+/// Runs `established` once the SOCKS proxy has opened the tunnel.
+private final class SOCKSWatcher: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    private let established: () throws -> Void
+
+    init(_ established: @escaping () throws -> Void) { self.established = established }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is SOCKSProxyEstablishedEvent {
+            do {
+                try established()
+                context.pipeline.syncOperations.removeHandler(self, promise: nil)
+            } catch {
+                context.fireErrorCaught(error)
+            }
+        }
+        context.fireUserInboundEventTriggered(event)
     }
 }
 
