@@ -25,6 +25,12 @@ struct ConnectionOptions: ParsableArguments {
     )
     var cookieFile: String?
 
+    @Option(
+        name: .customLong("cookie-jar"),
+        help: "Write the cookies kept at the end (those with an expiry, -b's included) to this file (curl's -c)."
+    )
+    var cookieJar: String?
+
     @Option(name: .customLong("cacert"), help: "Trust the certificates in this PEM file instead of the system's.")
     var caCertificates: String?
 
@@ -64,8 +70,16 @@ struct ConnectionOptions: ParsableArguments {
         }
         configuration.tls.allowsInvalidCertificates = insecure
         // Without a cookie file, a command keeps cookies for its own redirects only.
-        configuration.cookieStore =
-            try cookieFile.map { try CookieStore(persistingTo: URL(fileURLWithPath: $0)) } ?? CookieStore()
+        let read = try cookieFile.map { try CookieStore(persistingTo: URL(fileURLWithPath: $0)) }
+        if let cookieJar {
+            // The jar starts from -b's cookies, not from what it held before (as curl's -c).
+            let jar = try CookieStore(persistingTo: URL(fileURLWithPath: cookieJar))
+            jar.removeAll()
+            for cookie in read?.allCookies ?? [] { jar.set(cookie) }
+            configuration.cookieStore = jar
+        } else {
+            configuration.cookieStore = read ?? CookieStore()
+        }
     }
 
     private static func read(_ path: String) throws -> String {

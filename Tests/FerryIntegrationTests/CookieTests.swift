@@ -77,6 +77,46 @@ struct CookieTests {
         }
     }
 
+    @Test func ferryReadsAndWritesCookieFiles() async throws {
+        try await withServer { server in
+            let scratch = try makeTemporaryDirectory("cookie-cli")
+            let jar = scratch.appendingPathComponent("jar.json")
+            // A file that is not a cookie store is not overwritten.
+            let notAStore = scratch.appendingPathComponent("notes.txt")
+            try Data("my notes".utf8).write(to: notAStore)
+            let refused = try await ProcessRunner.run(
+                ProcessRunner.ferry,
+                ["get", "-q", server.url("/cookies").absoluteString, "--cookie-jar", notAStore.path]
+            )
+            #expect(refused.status == 23)
+            #expect(try Data(contentsOf: notAStore) == Data("my notes".utf8))
+            // --cookie-jar: what the server set, with an expiry, lands in the jar.
+            let first = try await ProcessRunner.run(
+                ProcessRunner.ferry,
+                ["get", "-q", set("token=abc; Max-Age=600; Path=/", server).absoluteString, "--cookie-jar", jar.path]
+            )
+            #expect(first.status == 0, "\(first.stderrText)")
+            #expect(try CookieStore(persistingTo: jar).allCookies.map(\.name) == ["token"])
+            // -b: sent back from the file.
+            let second = try await ProcessRunner.run(
+                ProcessRunner.ferry,
+                ["get", "-q", server.url("/cookies").absoluteString, "-b", jar.path]
+            )
+            #expect(String(decoding: second.stdout, as: UTF8.self).contains("token=abc"))
+            // -b and --cookie-jar together: the jar gets -b's cookies and the new ones.
+            let other = scratch.appendingPathComponent("other.json")
+            let third = try await ProcessRunner.run(
+                ProcessRunner.ferry,
+                [
+                    "get", "-q", set("more=1; Max-Age=600; Path=/", server).absoluteString, "-b", jar.path,
+                    "--cookie-jar", other.path,
+                ]
+            )
+            #expect(third.status == 0)
+            #expect(try CookieStore(persistingTo: other).allCookies.map(\.name).sorted() == ["more", "token"])
+        }
+    }
+
     @Test func ephemeralSessionsShareNothing() async throws {
         try await withServer { server in
             let one = try Session(configuration: .ephemeral)
