@@ -49,6 +49,13 @@ struct GetCommand: AsyncParsableCommand {
     @Option(name: [.customShort("H"), .customLong("header")], help: "Add a request header, 'Name: value'.")
     var headers: [String] = []
 
+    @Flag(
+        name: .customLong("compressed"),
+        help:
+            "Ask for a gzip or deflate body and write it decoded (curl's --compressed). A coded download is never continued with a range: it starts over."
+    )
+    var compressed = false
+
     @OptionGroup var connection: ConnectionOptions
 
     @Flag(
@@ -96,10 +103,13 @@ struct GetCommand: AsyncParsableCommand {
     func run() async throws {
         // A write past a file-size limit is an error to report, not a reason to die.
         signal(SIGXFSZ, SIG_IGN)
-        guard let request = CommandRequest.make(url: url, method: .get, headers: headers),
+        guard var request = CommandRequest.make(url: url, method: .get, headers: headers),
             let target = request.url
         else {
             fail(FerryError(.invalidURL, "'\(url)' is not an http or https URL."))
+        }
+        if compressed, request.value(forHTTPHeaderField: "Accept-Encoding") == nil {
+            request.setValue(ContentDecoding.acceptEncoding, forHTTPHeaderField: "Accept-Encoding")
         }
         // The partial file lives beside the output (hidden), so delivering it is a rename on
         // one file system: atomic, and no copy.
@@ -169,6 +179,7 @@ struct GetCommand: AsyncParsableCommand {
             if showProgress { progress.finish() }
         }
         if toStdout {
+            let request = request
             let transfer = Task { try await session.download(for: request) }
             let interrupt = Self.onInterrupt { transfer.cancel() }
             defer { interrupt.cancel() }
@@ -176,10 +187,14 @@ struct GetCommand: AsyncParsableCommand {
             session.finishTasksAndInvalidate()
             await reporter.value
             switch result {
-            case .success(let (file, _)):
+            case .success(let (file, response)):
                 defer { unlink(file.path) }
                 do {
-                    try Self.copyToStandardOutput(file)
+                    if compressed, let coding = ContentDecoding.coding(of: response) {
+                        try Self.decodeToStandardOutput(file, coding: coding)
+                    } else {
+                        try Self.copyToStandardOutput(file)
+                    }
                 } catch let error as FerryError {
                     fail(error)
                 }
@@ -222,6 +237,13 @@ struct GetCommand: AsyncParsableCommand {
             }
             fail(error)
         }
+        if compressed, let coding = ContentDecoding.coding(of: task.response), let file = task.fileURL {
+            do {
+                try ContentDecoding.decodeInPlace(file, coding: coding)
+            } catch {
+                fail(error)
+            }
+        }
         if speak, continueDownload, let continuedAt {
             FileHandle.standardError.write(
                 Data("ferry: continued at byte \(continuedAt) (\(continuedAt) bytes kept)\n".utf8)
@@ -241,6 +263,16 @@ struct GetCommand: AsyncParsableCommand {
         source.setEventHandler(handler: handler)
         source.resume()
         return source
+    }
+
+    static func decodeToStandardOutput(_ file: URL, coding: String) throws(FerryError) {
+        do {
+            try ContentDecoding.decode(file, coding: coding) { buffer in
+                try FileHandle.standardOutput.write(contentsOf: Data(buffer.readableBytesView))
+            }
+        } catch {
+            throw FerryError(.badServerResponse, "The \(coding) body does not decode.", underlying: error)
+        }
     }
 
     static func copyToStandardOutput(_ file: URL) throws {

@@ -30,6 +30,28 @@ struct ResumePlannerTests {
         )
     }
 
+    @Test func codedBodiesAreNeverContinuedWithARange() {
+        var coded = ResumePlanner()
+        let action = coded.evaluate(
+            response(200, ["ETag": "\"v1\"", "Content-Length": "1000", "Content-Encoding": "gzip"]),
+            for: .full
+        )
+        #expect(action == .writeFromStart(expectedLength: 1000, restart: nil))
+        coded.recordWritten(upTo: 400)
+        // A strong validator, bytes on disk, unvalidated resume even: still a full request.
+        #expect(coded.partial.validator == etag)
+        #expect(coded.nextRequest() == .full)
+        #expect(!coded.canResume(withChecksum: true))
+        // The same response without a coding continues as usual.
+        var plain = ResumePlanner()
+        _ = plain.evaluate(response(200, ["ETag": "\"v1\"", "Content-Length": "1000"]), for: .full)
+        plain.recordWritten(upTo: 400)
+        #expect(plain.nextRequest() == .range(from: 400, ifRange: "\"v1\""))
+        #expect(plain.canResume(withChecksum: false))
+        #expect(!ResumePlanner().canResume(withChecksum: false))
+        #expect(ResumePlanner().canResume(withChecksum: true))
+    }
+
     @Test func requestPlans() {
         #expect(planner(bytes: 0, validator: etag).nextRequest() == .full)
         #expect(planner(bytes: 10, validator: etag).nextRequest() == .range(from: 10, ifRange: "\"v1\""))

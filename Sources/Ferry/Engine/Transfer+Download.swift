@@ -217,10 +217,13 @@ extension Transfer {
     }
 
     /// The request for `plan`: `Range` and `If-Range` for a range, neither for a full
-    /// request; `Accept-Encoding: identity` always (ranges refer to unencoded bytes).
+    /// request; `Accept-Encoding: identity` unless the request asks for a coding itself (a
+    /// coded body is stored as it came, and never continued with a range).
     static func request(_ request: URLRequest, for plan: ResumePlanner.RequestPlan) -> URLRequest {
         var attempt = request
-        attempt.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
+        if attempt.value(forHTTPHeaderField: "Accept-Encoding") == nil {
+            attempt.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
+        }
         switch plan {
         case .full:
             attempt.setValue(nil, forHTTPHeaderField: "Range")
@@ -243,8 +246,7 @@ extension Transfer {
     ) -> FerryError {
         var error = error
         let cancelled = error.reason == .cancelled || task.isCanceling
-        let resumable =
-            planner.partial.validator != nil || configuration.allowsUnvalidatedResume || task.checksum != nil
+        let resumable = planner.canResume(withChecksum: task.checksum != nil)
         let store = configuration.resumeStore
         let key = task.effectiveResumeKey
         guard file.length > 0, resumable, !cancelled || task.producesResumeData,
@@ -273,8 +275,7 @@ extension Transfer {
         Checkpoint(
             file: file,
             template: Self.resumeData(for: task, request: request, file: file, planner: planner),
-            enabled: planner.partial.validator != nil || configuration.allowsUnvalidatedResume
-                || task.checksum != nil,
+            enabled: planner.canResume(withChecksum: task.checksum != nil),
             store: configuration.resumeStore,
             key: task.effectiveResumeKey
         )

@@ -17,6 +17,10 @@ struct ResumePlanner: Sendable, Equatable {
         var bytesOnDisk: Int64 = 0
         var totalLength: Int64?
         var validator: Validator?
+        /// The bytes carry a content coding (the request asked for one and the server
+        /// applied it): never continued with a range, since servers that code on the fly
+        /// may reuse one validator for coded and plain bytes.
+        var encoded = false
     }
 
     private(set) var partial: Partial
@@ -46,7 +50,7 @@ struct ResumePlanner: Sendable, Equatable {
     }
 
     func nextRequest() -> RequestPlan {
-        guard partial.bytesOnDisk > 0 else { return .full }
+        guard partial.bytesOnDisk > 0, !partial.encoded else { return .full }
         if let total = partial.totalLength, partial.bytesOnDisk > total { return .full }
         if let validator = partial.validator {
             return .range(from: partial.bytesOnDisk, ifRange: validator.headerValue)
@@ -110,7 +114,12 @@ struct ResumePlanner: Sendable, Equatable {
                     restartReason
                 }
             let length = response.expectedBodyLength(forMethod: .get)
-            partial = Partial(bytesOnDisk: 0, totalLength: length, validator: Validator(response: response))
+            partial = Partial(
+                bytesOnDisk: 0,
+                totalLength: length,
+                validator: Validator(response: response),
+                encoded: encoded
+            )
             return .writeFromStart(expectedLength: length, restart: restart)
         default:
             return .fail(
@@ -171,6 +180,12 @@ struct ResumePlanner: Sendable, Equatable {
 
     /// The owner discarded the partial file.
     mutating func reset() { partial.bytesOnDisk = 0 }
+
+    /// Whether the bytes on disk could be continued later (what checkpoints and resume data
+    /// are for): tied to a strong validator, or unvalidated resume allowed, and not coded.
+    func canResume(withChecksum checksum: Bool) -> Bool {
+        !partial.encoded && (partial.validator != nil || allowUnvalidatedResume || checksum)
+    }
 
     /// Whether every byte of a known total is on disk.
     var isComplete: Bool { partial.totalLength.map { partial.bytesOnDisk == $0 } ?? false }

@@ -1,0 +1,51 @@
+import Ferry
+import FerryTestServer
+import Foundation
+import Testing
+
+@Suite("ferry get --compressed (the real executable)")
+struct CompressedCLITests {
+    @Test func aCodedBodyIsWrittenDecodedToAFileAndToStandardOutput() async throws {
+        try await withServer { server in
+            let scratch = try makeTemporaryDirectory("compressed")
+            let file = scratch.appendingPathComponent("out.bin")
+            let url = server.url("/gzip/300000").absoluteString
+            let toFile = try await ProcessRunner.run(
+                ProcessRunner.ferry,
+                ["get", "-q", "--compressed", url, "-o", file.path]
+            )
+            #expect(toFile.status == 0, "\(toFile.stderrText)")
+            let same = try Data(contentsOf: file) == TestContent.data(size: 300_000)
+            #expect(same)
+            let toStdout = try await ProcessRunner.run(ProcessRunner.ferry, ["get", "-q", "--compressed", url])
+            let sameOut = toStdout.stdout == TestContent.data(size: 300_000)
+            #expect(sameOut)
+            // Both asked for a coding (the test server codes /gzip whenever asked).
+            let asked = server.requests(to: "/gzip/").map { $0.headers["accept-encoding"] }
+            #expect(asked == ["gzip, deflate", "gzip, deflate"])
+            // Without the flag, a download asks for the plain bytes.
+            let plain = try await ProcessRunner.run(ProcessRunner.ferry, ["get", "-q", url])
+            #expect(plain.stdout == TestContent.data(size: 300_000))
+            #expect(server.requests(to: "/gzip/").last?.headers["accept-encoding"] == "identity")
+            // Nothing left beside the file.
+            #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.path) == ["out.bin"])
+        }
+    }
+
+    @Test func aBodyThatDoesNotDecodeIsAClearErrorAndKeepsTheBytes() async throws {
+        try await withServer { server in
+            let scratch = try makeTemporaryDirectory("compressed-bad")
+            let file = scratch.appendingPathComponent("out.bin")
+            // Labelled gzip, but plain bytes.
+            let url = server.url("/bytes/5000?encoding=gzip").absoluteString
+            let result = try await ProcessRunner.run(
+                ProcessRunner.ferry,
+                ["get", "-q", "--compressed", url, "-o", file.path]
+            )
+            #expect(result.status == 8)
+            #expect(result.stderrText.contains("does not decode"))
+            #expect(try Data(contentsOf: file) == TestContent.data(size: 5000))
+            #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.path) == ["out.bin"])
+        }
+    }
+}
