@@ -87,8 +87,9 @@ enum ProcessRunner {
         return nil
     }
 
-    /// Starts `executable` with output to files, default signal handling and an empty
-    /// signal mask (the test runner's threads block most signals, and a child inherits that).
+    /// Starts `executable` with output to files (see ``ChildProcess``: default signals, no
+    /// inherited descriptors: daemons live long and must not hold the test servers'
+    /// connections open).
     static func spawn(
         _ executable: String,
         _ arguments: [String],
@@ -96,40 +97,12 @@ enum ProcessRunner {
         stderr: String,
         environment: [String: String] = [:]
     ) throws -> pid_t {
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var empty = sigset_t()
-        sigemptyset(&empty)
-        var all = sigset_t()
-        sigfillset(&all)
-        posix_spawnattr_setsigmask(&attributes, &empty)
-        posix_spawnattr_setsigdefault(&attributes, &all)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        // Daemons live long: they must not hold the test servers' connections open.
-        BackgroundDaemonLauncher.closeInheritedDescriptors(&actions)
-        let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        var pid: pid_t = 0
-        var variables = ProcessInfo.processInfo.environment
-        variables.merge(environment) { _, new in new }
-        let envp: [UnsafeMutablePointer<CChar>?] = variables.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { for pointer in envp { free(pointer) } }
-        let spawned = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
-        guard spawned == 0 else {
-            throw NSError(
-                domain: "spawn",
-                code: Int(spawned),
-                userInfo: [NSLocalizedDescriptionKey: "cannot run \(executable)"]
-            )
-        }
-        return pid
+        try ChildProcess.spawn(
+            executable,
+            arguments,
+            output: .files(stdout: stdout, stderr: stderr),
+            environment: environment
+        )
     }
 
     /// Stops a process started with ``spawn(_:_:stdout:stderr:)``: SIGTERM, then SIGKILL
