@@ -170,6 +170,43 @@ struct BackgroundSessionTests {
     }
 }
 
+@Suite("Background tasks in this process")
+struct BackgroundTaskControlTests {
+    @Test func suspendAndResumePauseAndResumeTheDaemonsTask() async throws {
+        try await withServer { server in
+            let daemon = try DaemonProcess()
+            let pid = try await daemon.start()
+            defer { DaemonProcess.killNine(pid) }
+            var configuration = SessionConfiguration.background(identifier: "control")
+            configuration.backgroundDaemon.stateDirectory = daemon.state
+            configuration.backgroundDaemon.socket = daemon.socket
+            let session = try Session(configuration: configuration, delegate: QuietDelegate())
+            let task = session.downloadTask(with: server.url("/bytes/1500000?seed=4&drip=16384&interval=20"))
+            task.resume()
+            try await task.waitUntilInDaemon()
+            try await Task.sleep(for: .milliseconds(400))
+            task.suspend()
+            var record = try #require(try await daemon.client.tasks(session: "control").first)
+            for _ in 0..<100 where record.state != .paused {
+                try await Task.sleep(for: .milliseconds(20))
+                record = try #require(try await daemon.client.tasks(session: "control").first)
+            }
+            #expect(record.state == .paused)
+            #expect(record.bytesReceived > 0)
+            task.resume()
+            let events = task.events
+            for await event in events {
+                if case .completed = event { break }
+            }
+            #expect(task.error == nil)
+            #expect(try await daemon.client.tasks(session: "control").first?.state == .completed)
+            // It continued with a range rather than starting over.
+            #expect(server.requests(to: "/bytes/1500000").compactMap { $0.headers["range"] }.count == 1)
+            session.invalidateAndCancel()
+        }
+    }
+}
+
 @Suite("Background uploads")
 struct BackgroundUploadTests {
     @Test func anUploadFromAFileRunsInTheDaemon() async throws {

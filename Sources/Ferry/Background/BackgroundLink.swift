@@ -297,6 +297,19 @@ final class BackgroundLink: Sendable {
         } else {
             id = try await submit(task, uploading: source)
         }
+        // suspend() and resume() on the task pause and resume it in the daemon.
+        let events = task.events
+        let client = self.client
+        let follower = Task {
+            for await event in events {
+                switch event {
+                case .suspended: _ = try? await client.perform("pause", on: id)
+                case .resumed: _ = try? await client.perform("resume", on: id)
+                default: break
+                }
+            }
+        }
+        defer { follower.cancel() }
         let event = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<BackgroundEventRecord?, Never>) in
                 enum Next {
