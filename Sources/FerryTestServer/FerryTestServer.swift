@@ -27,8 +27,7 @@ public final class FerryTestServer: Sendable {
     /// `http`, or `https` for a server started with TLS.
     public let scheme: String
     public let host: String
-    private let channel: NIOAsyncChannel<NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>, Never>
-    private let acceptLoop: Mutex<Task<Void, Never>?> = Mutex(nil)
+    private let acceptor: ConnectionAcceptor<HTTPServerRequestPart, HTTPServerResponsePart>
     /// Open connections, closed by `shutdown()`; `nil` once shutting down.
     private let connections: Mutex<[ObjectIdentifier: any Channel]?> = Mutex([:])
     let stats = Mutex(ConnectionStats())
@@ -79,12 +78,12 @@ public final class FerryTestServer: Sendable {
     }
 
     private init(
-        channel: NIOAsyncChannel<NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>, Never>,
+        acceptor: ConnectionAcceptor<HTTPServerRequestPart, HTTPServerResponsePart>,
         host: String,
         port: Int,
         scheme: String
     ) {
-        self.channel = channel
+        self.acceptor = acceptor
         self.host = host
         self.port = port
         self.scheme = scheme
@@ -104,37 +103,43 @@ public final class FerryTestServer: Sendable {
         let tls = try identity.map {
             try NIOSSLContext(configuration: $0.serverConfiguration(requiringClientCertificatesFrom: clientCA))
         }
-        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-            .bind(host: host, port: port) { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    if let tls { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls)) }
-                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    // Compresses only responses marked by the /gzip route, and only for
-                    // clients that accept it.
-                    try channel.pipeline.syncOperations.addHandler(
-                        HTTPResponseCompressor(responseCompressionPredicate: { head, _ in
-                            guard head.headers.contains(name: Self.compressMarker) else { return .doNotCompress }
-                            head.headers.remove(name: Self.compressMarker)
-                            return .compressIfPossible
-                        })
-                    )
-                    return try NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>(
-                        wrappingChannelSynchronously: channel
-                    )
-                }
-            }
-        let boundPort = channel.channel.localAddress?.port ?? port
-        let server = FerryTestServer(
-            channel: channel,
+        let acceptor = try await ConnectionAcceptor<HTTPServerRequestPart, HTTPServerResponsePart>.bind(
+            bootstrap,
             host: host,
-            port: boundPort,
+            port: port
+        ) { channel in
+            if let tls { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls)) }
+            try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+            // Compresses only responses marked by the /gzip route, and only for clients
+            // that accept it.
+            try channel.pipeline.syncOperations.addHandler(
+                HTTPResponseCompressor(responseCompressionPredicate: { head, _ in
+                    guard head.headers.contains(name: Self.compressMarker) else { return .doNotCompress }
+                    head.headers.remove(name: Self.compressMarker)
+                    return .compressIfPossible
+                })
+            )
+            return try NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>(
+                wrappingChannelSynchronously: channel
+            )
+        }
+        let server = FerryTestServer(
+            acceptor: acceptor,
+            host: host,
+            port: acceptor.port,
             scheme: tls == nil ? "http" : "https"
         )
-        let loop = Task { await server.acceptConnections() }
-        server.acceptLoop.withLock { $0 = loop }
+        acceptor.start { [weak server] connection in
+            if let server {
+                await server.serve(connection)
+            } else {
+                try? await connection.executeThenClose { _, _ in }
+            }
+        }
         return server
     }
 
@@ -157,41 +162,23 @@ public final class FerryTestServer: Sendable {
         }
     }
 
-    /// Stops accepting, closes every connection, and waits until all are gone.
-    ///
-    /// The accept loop is not cancelled: it drains connections accepted during shutdown
-    /// and closes them properly (NIO requires every accepted channel to be finished).
+    /// Stops accepting, closes every connection, and waits until all are gone (every
+    /// accepted channel is finished, as NIO requires; see ``ConnectionAcceptor``).
     public func shutdown() async {
         let open = connections.withLock { connections in
             defer { connections = nil }
             return connections.map { Array($0.values) } ?? []
         }
-        try? await channel.channel.close()
         for connection in open { connection.close(promise: nil) }
-        await acceptLoop.withLock { $0 }?.value
+        await acceptor.close()
     }
 
     /// Runs until `shutdown()` or cancellation.
     public func run() async {
-        let loop = acceptLoop.withLock { $0 }
         await withTaskCancellationHandler {
-            await loop?.value
+            await acceptor.wait()
         } onCancel: {
             Task { await self.shutdown() }
-        }
-    }
-
-    private func acceptConnections() async {
-        do {
-            try await channel.executeThenClose { inbound in
-                try await withThrowingDiscardingTaskGroup { group in
-                    for try await connection in inbound {
-                        group.addTask { await self.serve(connection) }
-                    }
-                }
-            }
-        } catch {
-            // The server channel was closed.
         }
     }
 

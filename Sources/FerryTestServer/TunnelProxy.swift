@@ -32,48 +32,42 @@ public final class TunnelProxy: Sendable {
 
     public let port: Int
     private let kind: Kind
-    private let channel: NIOAsyncChannel<NIOAsyncChannel<ByteBuffer, ByteBuffer>, Never>
-    private let acceptLoop = Mutex<Task<Void, Never>?>(nil)
+    private let acceptor: ConnectionAcceptor<ByteBuffer, ByteBuffer>
     private let log = Mutex<[Tunnel]>([])
 
     /// Every tunnel asked for so far, in order.
     public var tunnels: [Tunnel] { log.withLock { $0 } }
 
-    private init(kind: Kind, channel: NIOAsyncChannel<NIOAsyncChannel<ByteBuffer, ByteBuffer>, Never>, port: Int) {
+    private init(kind: Kind, acceptor: ConnectionAcceptor<ByteBuffer, ByteBuffer>) {
         self.kind = kind
-        self.channel = channel
-        self.port = port
+        self.acceptor = acceptor
+        self.port = acceptor.port
     }
 
     /// Starts a proxy of `kind` on 127.0.0.1 and a free port.
     public static func start(_ kind: Kind) async throws -> TunnelProxy {
-        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .bind(host: "127.0.0.1", port: 0) { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
-                }
+        let acceptor = try await ConnectionAcceptor<ByteBuffer, ByteBuffer>.bind(
+            ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1),
+            host: "127.0.0.1",
+            port: 0
+        ) { channel in
+            try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+        }
+        let proxy = TunnelProxy(kind: kind, acceptor: acceptor)
+        acceptor.start { [weak proxy] connection in
+            if let proxy {
+                try? await proxy.serve(connection)
+            } else {
+                try? await connection.executeThenClose { _, _ in }
             }
-        let proxy = TunnelProxy(kind: kind, channel: channel, port: channel.channel.localAddress?.port ?? 0)
-        let loop = Task { await proxy.accept() }
-        proxy.acceptLoop.withLock { $0 = loop }
+        }
         return proxy
     }
 
     /// Stops accepting; open tunnels end with their connections.
     public func shutdown() async {
-        try? await channel.channel.close()
-        await acceptLoop.withLock { $0 }?.value
-    }
-
-    private func accept() async {
-        try? await channel.executeThenClose { inbound in
-            try await withThrowingDiscardingTaskGroup { group in
-                for try await connection in inbound {
-                    group.addTask { try? await self.serve(connection) }
-                }
-            }
-        }
+        await acceptor.close()
     }
 
     private struct Refused: Error {}

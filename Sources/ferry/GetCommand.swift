@@ -50,6 +50,13 @@ struct GetCommand: AsyncParsableCommand {
     var headers: [String] = []
 
     @Flag(
+        name: .customLong("connection-metrics"),
+        help:
+            "With --json: time the connection and TLS handshake, and say whether it was reused (time_connect, time_appconnect)."
+    )
+    var connectionMetrics = false
+
+    @Flag(
         name: .customLong("compressed"),
         help:
             "Ask for a gzip or deflate body and write it decoded (curl's --compressed). A coded download is never continued with a range: it starts over."
@@ -115,6 +122,7 @@ struct GetCommand: AsyncParsableCommand {
         // one file system: atomic, and no copy.
         var configuration = SessionConfiguration.default
         configuration.retryPolicy = RetryPolicy(maximumRetries: retries)
+        configuration.collectsConnectionMetrics = connectionMetrics
         do {
             try connection.apply(to: &configuration, for: target)
         } catch {

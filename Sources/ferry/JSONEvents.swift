@@ -72,8 +72,14 @@ enum JSONEvents {
             ]
             if let status = transaction.response?.statusCode { fields["status"] = status }
             if let name = transaction.networkProtocolName { fields["protocol"] = name }
+            if let reused = transaction.isReusedConnection { fields["reusedConnection"] = reused }
+            if let address = transaction.remoteAddress { fields["remoteAddress"] = address }
             let times: [(String, Date?)] = [
-                ("fetchStart", transaction.fetchStartDate), ("requestStart", transaction.requestStartDate),
+                ("fetchStart", transaction.fetchStartDate), ("connectStart", transaction.connectStartDate),
+                ("secureConnectionStart", transaction.secureConnectionStartDate),
+                ("secureConnectionEnd", transaction.secureConnectionEndDate),
+                ("connectEnd", transaction.connectEndDate),
+                ("requestStart", transaction.requestStartDate),
                 ("requestEnd", transaction.requestEndDate), ("responseStart", transaction.responseStartDate),
                 ("responseEnd", transaction.responseEndDate),
             ]
@@ -87,6 +93,13 @@ enum JSONEvents {
             "requests": requests,
         ]
         if let first = seconds(metrics.transactions.last?.responseStartDate) { fields["time_starttransfer"] = first }
+        // curl's time_connect and time_appconnect, from the first request that opened one.
+        if let opened = metrics.transactions.first(where: { $0.connectStartDate != nil }) {
+            if let connected = seconds(opened.secureConnectionStartDate ?? opened.connectEndDate) {
+                fields["time_connect"] = connected
+            }
+            if let handshaken = seconds(opened.secureConnectionEndDate) { fields["time_appconnect"] = handshaken }
+        }
         return fields
     }
 }

@@ -184,7 +184,13 @@ struct BackgroundTaskControlTests {
             let task = session.downloadTask(with: server.url("/bytes/1500000?seed=4&drip=16384&interval=20"))
             task.resume()
             try await task.waitUntilInDaemon()
-            try await Task.sleep(for: .milliseconds(400))
+            // Suspended once the daemon has bytes of it (a loaded machine starts it later).
+            for _ in 0..<500 {
+                if let running = try await daemon.client.tasks(session: "control").first, running.bytesReceived > 0 {
+                    break
+                }
+                try await Task.sleep(for: .milliseconds(20))
+            }
             task.suspend()
             var record = try #require(try await daemon.client.tasks(session: "control").first)
             for _ in 0..<100 where record.state != .paused {

@@ -93,7 +93,10 @@ struct DaemonTests {
                     )
                 )
             )
-            try await Task.sleep(for: .milliseconds(1300))
+            // Paused once some of it arrived (polled: a loaded machine starts it later).
+            for _ in 0..<500 where try await daemon.client.task(slowID).bytesReceived == 0 {
+                try await Task.sleep(for: .milliseconds(20))
+            }
             let paused = try await daemon.ferry(["pause", "\(slowID)"])
             #expect(paused.stdoutText.contains("paused"))
             let kept = try await daemon.client.task(slowID)

@@ -57,6 +57,70 @@ struct MetricsTests {
         }
     }
 
+    @Test func connectionsAreReportedWhenTheSessionCollectsThem() async throws {
+        try await withServer { server in
+            let delegate = MetricsDelegate()
+            let session = try makeSession(delegate: delegate) { $0.collectsConnectionMetrics = true }
+            // A redirect on the same origin: the second request reuses the first connection.
+            let (data, _) = try await session.data(from: server.url("/redirect/1?to=/bytes/5000"))
+            #expect(data.count == 5000)
+            var upload = URLRequest(url: server.url("/sink"))
+            upload.httpMethod = "POST"
+            let (sunk, _) = try await session.upload(for: upload, from: TestContent.data(size: 100_000))
+            #expect(try JSONDecoder().decode(SinkReport.self, from: sunk).bytes == 100_000)
+            try await Task.sleep(for: .milliseconds(100))
+            let all = delegate.metrics.value.flatMap(\.transactions)
+            #expect(all.count == 3)
+            let first = try #require(all.first)
+            #expect(first.isReusedConnection == false)
+            let connectStart = try #require(first.connectStartDate)
+            let connectEnd = try #require(first.connectEndDate)
+            #expect(first.fetchStartDate <= connectStart && connectStart <= connectEnd)
+            #expect(connectEnd <= (try #require(first.requestStartDate)))
+            #expect(first.secureConnectionStartDate == nil)
+            #expect(first.remoteAddress == "127.0.0.1")
+            #expect(all.dropFirst().allSatisfy { $0.isReusedConnection == true && $0.connectStartDate == nil })
+            for metrics in delegate.metrics.value {
+                for transaction in metrics.transactions { try expectOrdered(transaction, in: metrics) }
+            }
+            // The trace field that names the connection never reaches the server.
+            #expect(server.requests.allSatisfy { $0.headers["ferry-trace"] == nil })
+            // Without the option the fields are unknown, not invented.
+            let plain = MetricsDelegate()
+            let other = try makeSession(delegate: plain)
+            _ = try await other.data(from: server.url("/bytes/10"))
+            try await Task.sleep(for: .milliseconds(100))
+            let unknown = try #require(plain.metrics.value.first?.transactions.first)
+            #expect(unknown.isReusedConnection == nil && unknown.connectStartDate == nil)
+        }
+    }
+
+    @Test func tlsHandshakesAreTimedToo() async throws {
+        try await withTLSServer { server, ca in
+            let delegate = MetricsDelegate()
+            let session = try makeSession(delegate: delegate) {
+                $0.collectsConnectionMetrics = true
+                $0.tls.trustRoots = .custom(pem: ca.certificatePEM)
+            }
+            _ = try await session.data(from: server.url("/bytes/100"))
+            try await Task.sleep(for: .milliseconds(100))
+            let transaction = try #require(delegate.metrics.value.first?.transactions.first)
+            let connectStart = try #require(transaction.connectStartDate)
+            let tlsStart = try #require(transaction.secureConnectionStartDate)
+            let tlsEnd = try #require(transaction.secureConnectionEndDate)
+            let connectEnd = try #require(transaction.connectEndDate)
+            #expect(connectStart <= tlsStart && tlsStart <= tlsEnd && tlsEnd <= connectEnd)
+            #expect(connectEnd <= (try #require(transaction.requestStartDate)))
+            // Trust is still checked: a session without the CA is refused.
+            let untrusted = try makeSession { $0.collectsConnectionMetrics = true }
+            await #expect {
+                try await untrusted.data(from: server.url("/bytes/1"))
+            } throws: { error in
+                (error as? FerryError)?.reason == .secureConnectionFailed
+            }
+        }
+    }
+
     @Test func challengesAndUploadsAreTransactionsToo() async throws {
         try await withServer { server in
             let session = try makeSession { $0.credential = Credential(user: "ada", password: "secret") }
@@ -96,6 +160,26 @@ struct MetricsTests {
             #expect((metrics["time_total"] as? Double ?? -1) >= 0)
             #expect((metrics["requests"] as? [[String: Any]])?.count == 2)
             #expect(events.last?["event"] as? String == "completed")
+            #expect(metrics["time_connect"] == nil)
+            // With --connection-metrics: curl's time_connect, and the second request reused
+            // the first one's connection.
+            let timed = try await ProcessRunner.run(
+                ProcessRunner.ferry,
+                [
+                    "get", "--json", "--connection-metrics", "-o", out.path,
+                    server.url("/redirect/1?to=/bytes/100").absoluteString,
+                ]
+            )
+            #expect(timed.status == 0)
+            let timedMetrics = try #require(
+                timed.stdoutText.split(separator: "\n").compactMap {
+                    try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+                }.first { $0["event"] as? String == "metrics" }
+            )
+            let connect = try #require(timedMetrics["time_connect"] as? Double)
+            #expect(connect >= 0 && connect <= (timedMetrics["time_total"] as? Double ?? 0))
+            let requests = try #require(timedMetrics["requests"] as? [[String: Any]])
+            #expect(requests.map { $0["reusedConnection"] as? Bool } == [false, true])
         }
     }
 }

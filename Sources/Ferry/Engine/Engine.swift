@@ -128,7 +128,7 @@ final class Engine: Sendable {
     /// What AsyncHTTPClient is given for a request to `url`: the URL, or the TLS bridge's
     /// socket with the `Host` field to send (see ``TLSBridge``).
     func route(_ url: URL) async throws -> (url: URL, host: String?, bridged: Bool) {
-        guard let bridge, bridge.evaluator.verifiesItself(url) else { return (url, nil, false) }
+        guard let bridge, bridge.evaluator.bridges(url) else { return (url, nil, false) }
         let (routed, host) = try await bridge.route(url)
         return (routed, host, true)
     }

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOExtras
 import NIOHTTP1
@@ -33,6 +34,9 @@ final class TLSBridge: Sendable {
     private struct State {
         var listeners: [Origin: EventLoopFuture<any Channel>] = [:]
         var failures: [Origin: any Error] = [:]
+        /// The connection each traced request went over, until its transfer takes it.
+        var connections: [String: BridgedConnection] = [:]
+        var nextTrace = 0
         var askDelegate: AskDelegate?
         var nextSocket = 0
     }
@@ -85,6 +89,20 @@ final class TLSBridge: Sendable {
         return (routed, url.port.map { "\(host):\($0)" } ?? host)
     }
 
+    /// A new trace id for a request: sent as `Ferry-Trace`, it names the connection the
+    /// request went over (see ``connection(for:)``).
+    func makeTrace() -> String {
+        state.withLock { state in
+            state.nextTrace += 1
+            return String(state.nextTrace)
+        }
+    }
+
+    /// The connection the request traced as `trace` went over, once it was sent.
+    func connection(for trace: String) -> BridgedConnection? {
+        state.withLock { $0.connections.removeValue(forKey: trace) }
+    }
+
     /// Why the last connection to `origin` failed, if it did.
     func failure(for origin: Origin) -> (any Error)? {
         state.withLock { $0.failures[origin] }
@@ -122,21 +140,38 @@ final class TLSBridge: Sendable {
     ) -> EventLoopFuture<Void> {
         let loop = inbound.eventLoop
         let handshake = loop.makePromise(of: Void.self)
+        let connectStart = Date()
+        let connectEnd = NIOLockedValueBox<Date?>(nil)
         let connected = ClientBootstrap(group: loop)
             .connectTimeout(connectTimeout)
             .channelInitializer { [self] outbound in
                 outbound.eventLoop.makeCompletedFuture {
-                    try outbound.pipeline.syncOperations.addHandler(HandshakeWatcher(handshake))
-                    try openTunnel(on: outbound, to: origin, via: proxy, failing: handshake)
+                    let watcher = HandshakeWatcher(handshake)
+                    try outbound.pipeline.syncOperations.addHandler(watcher)
+                    try openTunnel(on: outbound, to: origin, via: proxy, watcher: watcher) {
+                        connectEnd.withLockedValue { $0 = Date() }
+                    }
                 }
             }
             .connect(host: proxy?.host ?? origin.host, port: proxy?.port ?? origin.port)
         connected.whenFailure { handshake.fail($0) }
         return connected.and(handshake.futureResult)
             .flatMapThrowing { [self] outbound, _ in
-                let (inner, outer) = RelayHandler.pair()
-                try inbound.pipeline.syncOperations.addHandler(inner)
-                try outbound.pipeline.syncOperations.addHandler(outer)
+                let tunnelled = connectEnd.withLockedValue { $0 } ?? Date()
+                let secure = origin.scheme == "https"
+                let connection = BridgedConnection(
+                    connectStart: connectStart,
+                    connectEnd: tunnelled,
+                    secureConnectionStart: secure ? tunnelled : nil,
+                    secureConnectionEnd: secure ? Date() : nil,
+                    remoteAddress: outbound.remoteAddress?.ipAddress,
+                    localAddress: outbound.localAddress?.ipAddress,
+                    reused: false
+                )
+                try BridgeRelay.install(client: inbound, server: outbound, connection: connection) {
+                    [self] trace, used in
+                    state.withLock { $0.connections[trace] = used }
+                }
                 state.withLock { $0.failures[origin] = nil }
             }
             .flatMapErrorThrowing { [self] error in
@@ -147,17 +182,31 @@ final class TLSBridge: Sendable {
             }
     }
 
-    /// Starts TLS to `origin` on `outbound`: at once, or once the proxy's tunnel is open.
+    /// Starts TLS to `origin` on `outbound` (plain `http` is ready as it is): at once, or once
+    /// the proxy's tunnel is open; `connected` marks the moment the byte stream reaches the
+    /// origin.
     private func openTunnel(
         on outbound: any Channel,
         to origin: Origin,
         via proxy: Proxy?,
-        failing handshake: EventLoopPromise<Void>
+        watcher: HandshakeWatcher,
+        connected: @escaping () -> Void
     ) throws {
         let pipeline = outbound.pipeline.syncOperations
+        let ready = { [self] in
+            connected()
+            if origin.scheme == "https" {
+                try startTLS(on: outbound, to: origin)
+            } else {
+                // Plain http: the connection is all there is to wait for.
+                watcher.succeed()
+                outbound.pipeline.syncOperations.removeHandler(watcher, promise: nil)
+            }
+        }
         switch proxy?.kind {
         case nil:
-            try startTLS(on: outbound, to: origin)
+            // Once the connection is up (this runs before).
+            try pipeline.addHandler(ActiveWatcher(ready), position: .first)
         case .http?:
             let tunnel = outbound.eventLoop.makePromise(of: Void.self)
             let encoder = HTTPRequestEncoder()
@@ -176,14 +225,14 @@ final class TLSBridge: Sendable {
             )
             try pipeline.addHandlers([encoder, decoder, connect], position: .first)
             // On the channel's event loop, where the handlers live.
-            tunnel.futureResult.assumeIsolated().whenComplete { [self] result in
+            tunnel.futureResult.assumeIsolated().whenComplete { result in
                 do {
                     try result.get()
                     pipeline.removeHandler(encoder, promise: nil)
                     pipeline.removeHandler(decoder, promise: nil)
-                    try startTLS(on: outbound, to: origin)
+                    try ready()
                 } catch {
-                    handshake.fail(error)
+                    watcher.fail(error)
                     outbound.close(promise: nil)
                 }
             }
@@ -192,7 +241,7 @@ final class TLSBridge: Sendable {
                 SOCKSClientHandler(targetAddress: .domain(origin.host, port: origin.port)),
                 position: .first
             )
-            try pipeline.addHandler(SOCKSWatcher { [self] in try startTLS(on: outbound, to: origin) })
+            try pipeline.addHandler(SOCKSWatcher(ready))
         }
     }
 
@@ -232,25 +281,56 @@ final class TLSBridge: Sendable {
 private final class HandshakeWatcher: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     private let promise: EventLoopPromise<Void>
+    private var done = false
 
     init(_ promise: EventLoopPromise<Void>) { self.promise = promise }
 
+    func succeed() {
+        guard !done else { return }
+        done = true
+        promise.succeed()
+    }
+
+    func fail(_ error: any Error) {
+        guard !done else { return }
+        done = true
+        promise.fail(error)
+    }
+
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if case TLSUserEvent.handshakeCompleted = event {
-            promise.succeed()
+            succeed()
             context.pipeline.syncOperations.removeHandler(self, promise: nil)
         }
         context.fireUserInboundEventTriggered(event)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        promise.fail(error)
+        fail(error)
         context.close(promise: nil)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        promise.fail(ChannelError.ioOnClosedChannel)
+        fail(ChannelError.ioOnClosedChannel)
         context.fireChannelInactive()
+    }
+}
+
+/// Runs `active` once the connection is up (the channel initializer runs before that).
+private final class ActiveWatcher: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    private let active: () throws -> Void
+
+    init(_ active: @escaping () throws -> Void) { self.active = active }
+
+    func channelActive(context: ChannelHandlerContext) {
+        context.fireChannelActive()
+        do {
+            try active()
+            context.pipeline.syncOperations.removeHandler(self, promise: nil)
+        } catch {
+            context.fireErrorCaught(error)
+        }
     }
 }
 
@@ -271,73 +351,6 @@ private final class SOCKSWatcher: ChannelInboundHandler, RemovableChannelHandler
             }
         }
         context.fireUserInboundEventTriggered(event)
-    }
-}
-
-/// One end of a relay: what its channel reads, the partner's channel writes. Reading pauses
-/// while the partner cannot write (back-pressure), and either end closing closes both.
-private final class RelayHandler: ChannelDuplexHandler, RemovableChannelHandler {
-    typealias InboundIn = ByteBuffer
-    typealias OutboundIn = ByteBuffer
-    typealias OutboundOut = ByteBuffer
-
-    private var partner: RelayHandler?
-    private var context: ChannelHandlerContext?
-    private var readPending = false
-
-    static func pair() -> (RelayHandler, RelayHandler) {
-        let first = RelayHandler()
-        let second = RelayHandler()
-        first.partner = second
-        second.partner = first
-        return (first, second)
-    }
-
-    func handlerAdded(context: ChannelHandlerContext) {
-        self.context = context
-        // The partner may have paused a read before this end was there to wake it.
-        partner?.resumeReading()
-    }
-
-    func handlerRemoved(context: ChannelHandlerContext) {
-        self.context = nil
-        partner = nil
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        partner?.context?.write(data, promise: nil)
-    }
-
-    func channelReadComplete(context: ChannelHandlerContext) {
-        partner?.context?.flush()
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        partner?.context?.close(promise: nil)
-        context.fireChannelInactive()
-    }
-
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        context.close(promise: nil)
-    }
-
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable { partner?.resumeReading() }
-        context.fireChannelWritabilityChanged()
-    }
-
-    func read(context: ChannelHandlerContext) {
-        if partner?.context?.channel.isWritable ?? false {
-            context.read()
-        } else {
-            readPending = true
-        }
-    }
-
-    private func resumeReading() {
-        guard readPending, let context, partner?.context?.channel.isWritable ?? false else { return }
-        readPending = false
-        context.read()
     }
 }
 

@@ -65,7 +65,10 @@ public struct TLSOptions: Sendable, Equatable {
 
     /// The configurations for the engine, checked: invalid PEM is an error now, not at the
     /// first connection.
-    func resolved() throws(FerryError) -> ResolvedTLS {
+    ///
+    /// - Parameter measuringConnections: every request goes through the bridge (see
+    ///   ``SessionConfiguration/collectsConnectionMetrics``).
+    func resolved(measuringConnections: Bool = false) throws(FerryError) -> ResolvedTLS {
         do {
             var base = TLSConfiguration.makeClientConfiguration()
             switch trustRoots {
@@ -96,7 +99,7 @@ public struct TLSOptions: Sendable, Equatable {
             return ResolvedTLS(
                 base: self == TLSOptions() ? nil : base,
                 pinned: pinned,
-                evaluator: try evaluator(base: base)
+                evaluator: try evaluator(base: base, measuringConnections: measuringConnections)
             )
         } catch let error as FerryError {
             throw error
@@ -110,8 +113,8 @@ public struct TLSOptions: Sendable, Equatable {
     }
 
     /// The evaluator of the hosts Ferry verifies itself, if any.
-    private func evaluator(base: TLSConfiguration) throws -> TrustEvaluator? {
-        guard delegateEvaluatesServerTrust || !pinnedPublicKeys.isEmpty else { return nil }
+    private func evaluator(base: TLSConfiguration, measuringConnections: Bool) throws -> TrustEvaluator? {
+        guard delegateEvaluatesServerTrust || !pinnedPublicKeys.isEmpty || measuringConnections else { return nil }
         func parsed(_ pem: String) throws -> [Certificate] {
             try Self.certificates(pem).map { try Certificate(derEncoded: try $0.toDERBytes()) }
         }
@@ -146,6 +149,7 @@ public struct TLSOptions: Sendable, Equatable {
             pinnedKeys: keys,
             allowsInvalidCertificates: allowsInvalidCertificates,
             asksDelegate: delegateEvaluatesServerTrust,
+            bridgesEverything: measuringConnections,
             connection: connection
         )
     }

@@ -165,6 +165,7 @@ final class Transfer: Sendable {
                     transaction.responseStartDate = Date()
                     transaction.requestEndDate = response.stream?.requestSentAt ?? transaction.responseStartDate
                     transaction.networkProtocolName = response.head.version.major >= 2 ? "h2" : "http/1.1"
+                    if let connection = response.connection { transaction.record(connection) }
                     defer {
                         response.body.abandon()
                         transaction.countOfResponseBodyBytesReceived = response.body.bytesRead
@@ -420,7 +421,7 @@ final class Transfer: Sendable {
     private func exchange(
         _ request: URLRequest,
         body: RequestBody?
-    ) async throws -> (head: HTTPResponseHead, body: ResponseBody, stream: ResponseStream?) {
+    ) async throws -> Exchange {
         guard let url = request.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
             url.host?.isEmpty == false
         else {
@@ -441,15 +442,41 @@ final class Transfer: Sendable {
         }
         let route = try await engine.route(url)
         if let host = route.host, !headers.contains(name: "Host") { headers.add(name: "Host", value: host) }
+        // A bridged request names itself, so the bridge can say which connection it took.
+        let trace = route.bridged ? engine.bridge?.makeTrace() : nil
+        if let trace { headers.replaceOrAdd(name: BridgeRelay.traceField, value: trace) }
         do {
             let client = engine.client(for: url, decompressing: decompressing, bridged: route.bridged)
             let tls = route.bridged ? nil : engine.tls.override(for: url)
-            return try await exchange(method, headers, body, route: route, client: client, tls: tls)
+            let (head, responseBody, stream) = try await exchange(
+                method,
+                headers,
+                body,
+                route: route,
+                client: client,
+                tls: tls
+            )
+            return Exchange(
+                head: head,
+                body: responseBody,
+                stream: stream,
+                connection: trace.flatMap { engine.bridge?.connection(for: $0) }
+            )
         } catch {
             // A connection the TLS bridge refused reaches the client as a closed one.
             if route.bridged, let failure = engine.bridge?.failure(for: Origin(url)) { throw failure }
             throw error
         }
+    }
+
+    /// A response head, its body, and what is known of the way it came.
+    private struct Exchange {
+        var head: HTTPResponseHead
+        var body: ResponseBody
+        /// Set for requests without a body (the fast path), which knows when it was sent.
+        var stream: ResponseStream?
+        /// Set for requests that went through the bridge.
+        var connection: BridgedConnection?
     }
 
     private func exchange(

@@ -26,13 +26,17 @@ struct TrustEvaluator: Sendable {
     let pinnedKeys: [String: Set<String>]
     let allowsInvalidCertificates: Bool
     let asksDelegate: Bool
+    /// Every request goes through the bridge, `http` too (connection metrics).
+    let bridgesEverything: Bool
     /// The client side of the connections Ferry verifies (client identity, versions).
     let connection: TLSConfiguration
 
-    /// Whether a request to `url` goes over a connection Ferry verifies itself.
-    func verifiesItself(_ url: URL) -> Bool {
-        guard url.scheme?.lowercased() == "https", let host = url.host?.lowercased() else { return false }
-        return asksDelegate || pinnedKeys[host] != nil
+    /// Whether a request to `url` goes over a connection Ferry makes (and, for `https`,
+    /// verifies) itself.
+    func bridges(_ url: URL) -> Bool {
+        guard let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased() else { return false }
+        if bridgesEverything { return scheme == "http" || scheme == "https" }
+        return scheme == "https" && (asksDelegate || pinnedKeys[host] != nil)
     }
 
     /// The session's verdict on `chain` (leaf first) for `host`: `nil` when trusted, else

@@ -57,7 +57,10 @@ public final class Session: Sendable {
     public init(configuration: SessionConfiguration = .default, delegate: (any SessionDelegate)? = nil) throws {
         let configuration = try configuration.validated()
         self.configuration = configuration
-        engine = try Engine(configuration: configuration, tls: try configuration.tls.resolved())
+        engine = try Engine(
+            configuration: configuration,
+            tls: try configuration.tls.resolved(measuringConnections: configuration.collectsConnectionMetrics)
+        )
         if case .background(let identifier) = configuration.kind {
             background = try BackgroundLink(
                 identifier: identifier,

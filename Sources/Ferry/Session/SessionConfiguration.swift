@@ -165,6 +165,14 @@ public struct SessionConfiguration: Sendable {
         public init() {}
     }
 
+    /// Report each transaction's connection in its metrics: when it was opened and its TLS
+    /// handshake done, its addresses, and whether it was reused
+    /// (``TransactionMetrics/isReusedConnection``). AsyncHTTPClient reports none of this,
+    /// so the session's requests then go over connections Ferry makes itself (the same
+    /// relay as public-key pins: one more hop inside the process, a few percent of CPU).
+    /// Off: those fields are `nil`.
+    public var collectsConnectionMetrics = false
+
     /// For background configurations: how to reach the daemon.
     public var backgroundDaemon = BackgroundDaemonOptions()
 

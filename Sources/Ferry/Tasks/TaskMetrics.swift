@@ -26,9 +26,11 @@ public struct TaskMetrics: Sendable {
 /// connection slot, ``requestStartDate`` when it is handed to the connection,
 /// ``requestEndDate`` when its last byte was written, ``responseStartDate`` when the response
 /// head arrived, ``responseEndDate`` when the body was read (or the request failed).
-/// AsyncHTTPClient does not report when it opens a connection or finishes a TLS handshake,
-/// so connection and TLS times are not available; a request sent over a new connection
-/// has its connection time inside `requestStartDate…responseStartDate`.
+/// The connection fields (``connectStartDate`` … ``isReusedConnection``) are filled when
+/// the session collects them (``SessionConfiguration/collectsConnectionMetrics``, or a host
+/// Ferry verifies itself); AsyncHTTPClient does not report them, so otherwise they are
+/// `nil`. As in URLSession, a reused connection has no connection dates, and
+/// ``connectEndDate`` comes after the TLS handshake.
 public struct TransactionMetrics: Sendable {
     /// Why this request was sent.
     public enum Reason: String, Sendable, Equatable {
@@ -58,4 +60,36 @@ public struct TransactionMetrics: Sendable {
     public var countOfResponseBodyBytesReceived: Int64
     /// `http/1.1` or `h2`, once a response arrived.
     public var networkProtocolName: String?
+    /// When the connection to the origin (or its proxy) began; `nil` for a reused one.
+    public var connectStartDate: Date?
+    /// When the connection was ready for the request, TLS included.
+    public var connectEndDate: Date?
+    /// When the TLS handshake began and ended (`https` over a new connection).
+    public var secureConnectionStartDate: Date?
+    public var secureConnectionEndDate: Date?
+    /// Whether an earlier request had used the connection; `nil` when unknown.
+    public var isReusedConnection: Bool?
+    /// The address connected to (the origin, or the proxy).
+    public var remoteAddress: String?
+    public var localAddress: String?
+}
+
+extension TransactionMetrics {
+    /// Takes in what the bridge knew of the request's connection.
+    mutating func record(_ connection: BridgedConnection) {
+        isReusedConnection = connection.reused
+        remoteAddress = connection.remoteAddress
+        localAddress = connection.localAddress
+        guard !connection.reused else { return }
+        connectStartDate = connection.connectStart
+        secureConnectionStartDate = connection.secureConnectionStart
+        secureConnectionEndDate = connection.secureConnectionEnd
+        connectEndDate = connection.secureConnectionEnd ?? connection.connectEnd
+        // The request could not leave for the origin before its connection was ready (the
+        // client's write to the bridge may have come earlier).
+        if let ready = connectEndDate {
+            if let start = requestStartDate, start < ready { requestStartDate = ready }
+            if let end = requestEndDate, end < ready { requestEndDate = ready }
+        }
+    }
 }

@@ -1,0 +1,199 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+
+/// What the bridge knows about the connection a request went over: URLSession's
+/// connection fields of a transaction.
+struct BridgedConnection: Sendable, Equatable {
+    var connectStart: Date
+    var connectEnd: Date
+    /// `nil` for plain `http`.
+    var secureConnectionStart: Date?
+    var secureConnectionEnd: Date?
+    /// The origin's (or the proxy's) address, as connected.
+    var remoteAddress: String?
+    var localAddress: String?
+    /// Whether an earlier request already used this connection.
+    var reused: Bool
+}
+
+/// The relay between one of AsyncHTTPClient's connections to the bridge (the client side)
+/// and the connection Ferry made to the origin (the server side).
+///
+/// Requests are decoded on the client side (NIO's request decoder), so each request's
+/// `Ferry-Trace` field can name the connection it travels on, then encoded again towards the
+/// origin without that field; responses go back as bytes, untouched. Reading pauses on
+/// either side while the other cannot write (back-pressure), and either side closing closes
+/// both. Both channels are on one event loop; the handlers are only touched there.
+enum BridgeRelay {
+    /// The request field that carries a transaction's trace id to the bridge.
+    static let traceField = "Ferry-Trace"
+
+    /// Adds the relay's handlers to both channels (on their shared event loop).
+    static func install(
+        client: any Channel,
+        server: any Channel,
+        connection: BridgedConnection,
+        record: @escaping (String, BridgedConnection) -> Void
+    ) throws {
+        let front = ClientFront()
+        let requests = RequestSide(front: front, connection: connection, record: record)
+        let responses = ResponseSide()
+        requests.partner = responses
+        responses.partner = requests
+        try client.pipeline.syncOperations.addHandler(front, position: .first)
+        try client.pipeline.syncOperations.addHandlers(
+            ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes)),
+            requests
+        )
+        try server.pipeline.syncOperations.addHandlers(HTTPRequestEncoder(), responses)
+    }
+}
+
+/// The client channel's first handler: responses are written from its context, straight to
+/// the socket (the request decoder behind it would not take bytes).
+private final class ClientFront: ChannelOutboundHandler, RemovableChannelHandler {
+    typealias OutboundIn = ByteBuffer
+    var context: ChannelHandlerContext?
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+    func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
+}
+
+/// Decoded requests from AsyncHTTPClient, forwarded to the origin.
+private final class RequestSide: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundIn = Never
+
+    weak var partner: ResponseSide?
+    private let front: ClientFront
+    private var context: ChannelHandlerContext?
+    private var connection: BridgedConnection
+    private let record: (String, BridgedConnection) -> Void
+    private var readPending = false
+
+    init(front: ClientFront, connection: BridgedConnection, record: @escaping (String, BridgedConnection) -> Void) {
+        self.front = front
+        self.connection = connection
+        self.record = record
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+    func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(var head):
+            if let trace = head.headers.first(name: BridgeRelay.traceField) {
+                head.headers.remove(name: BridgeRelay.traceField)
+                record(trace, connection)
+            }
+            connection.reused = true
+            partner?.send(.head(head))
+        case .body(let buffer):
+            partner?.send(.body(.byteBuffer(buffer)))
+        case .end(let trailers):
+            partner?.send(.end(trailers))
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) { partner?.flush() }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        partner?.close()
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) { context.close(promise: nil) }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { partner?.resumeReading() }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if partner?.isWritable ?? false {
+            context.read()
+        } else {
+            readPending = true
+        }
+    }
+
+    // Called by the response side.
+
+    var isWritable: Bool { context?.channel.isWritable ?? false }
+
+    func sendResponse(_ data: NIOAny) { front.context?.write(data, promise: nil) }
+
+    func flush() { front.context?.flush() }
+
+    func close() { context?.close(promise: nil) }
+
+    func resumeReading() {
+        guard readPending, let context, partner?.isWritable ?? false else { return }
+        readPending = false
+        context.read()
+    }
+}
+
+/// The origin's response bytes, sent back to AsyncHTTPClient as they come.
+private final class ResponseSide: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundIn = Never
+    typealias OutboundOut = HTTPClientRequestPart
+
+    var partner: RequestSide?
+    private var context: ChannelHandlerContext?
+    private var readPending = false
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        // The request side may have paused a read before this side was there to wake it.
+        partner?.resumeReading()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+        partner = nil
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) { partner?.sendResponse(data) }
+
+    func channelReadComplete(context: ChannelHandlerContext) { partner?.flush() }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        partner?.close()
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) { context.close(promise: nil) }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { partner?.resumeReading() }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if partner?.isWritable ?? false {
+            context.read()
+        } else {
+            readPending = true
+        }
+    }
+
+    // Called by the request side.
+
+    var isWritable: Bool { context?.channel.isWritable ?? false }
+
+    func send(_ part: HTTPClientRequestPart) { context?.write(wrapOutboundOut(part), promise: nil) }
+
+    func flush() { context?.flush() }
+
+    func close() { context?.close(promise: nil) }
+
+    func resumeReading() {
+        guard readPending, let context, partner?.isWritable ?? false else { return }
+        readPending = false
+        context.read()
+    }
+}

@@ -1,0 +1,101 @@
+import NIOCore
+import NIOPosix
+import Synchronization
+
+/// Accepts connections without NIO's async server channel: each accepted channel is wrapped
+/// in an `NIOAsyncChannel` and handed to its own serving task at once.
+///
+/// With the async server channel, connections accepted while the listener closes wait in a
+/// buffer that closing drops, and a dropped `NIOAsyncChannel` traps ("Deinited
+/// NIOAsyncWriter without calling finish()", swift-nio#2813); a test suite that starts and
+/// stops servers all the time hit it now and then. Here nothing waits in a buffer: every
+/// accepted connection is served or, after ``close()``, finished at once.
+///
+/// ## Lifecycle and threading
+/// ``bind(_:host:port:wrap:)`` listens; ``start(serving:)`` sets the handler (connections
+/// arriving before it wait for it); ``close()`` stops listening and returns once every
+/// serving task has ended (the owner closes the connections themselves).
+final class ConnectionAcceptor<Inbound: Sendable, Outbound: Sendable>: Sendable {
+    typealias Connection = NIOAsyncChannel<Inbound, Outbound>
+    typealias Serve = @Sendable (Connection) async -> Void
+
+    private struct State {
+        var serve: Serve?
+        var waiting: [Connection] = []
+        var tasks: [Int: Task<Void, Never>] = [:]
+        var next = 0
+        var closed = false
+    }
+
+    private let state = Mutex(State())
+    private let listener = Mutex<(any Channel)?>(nil)
+
+    /// The port it listens on.
+    var port: Int { listener.withLock { $0?.localAddress?.port } ?? 0 }
+
+    /// Listens on `host:port`; `wrap` sets up each accepted channel's pipeline and wraps it
+    /// (on its event loop).
+    static func bind(
+        _ bootstrap: ServerBootstrap,
+        host: String,
+        port: Int,
+        wrap: @escaping @Sendable (any Channel) throws -> Connection
+    ) async throws -> ConnectionAcceptor {
+        let acceptor = ConnectionAcceptor()
+        let channel = try await bootstrap.childChannelInitializer { channel in
+            channel.eventLoop.makeCompletedFuture {
+                acceptor.accept(try wrap(channel))
+            }
+        }
+        .bind(host: host, port: port).get()
+        acceptor.listener.withLock { $0 = channel }
+        return acceptor
+    }
+
+    /// Serves every connection, those that already wait included, with `serve`.
+    func start(serving serve: @escaping Serve) {
+        let waiting = state.withLock { state in
+            state.serve = serve
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        for connection in waiting { accept(connection) }
+    }
+
+    private func accept(_ connection: Connection) {
+        state.withLock { state in
+            guard let serve = state.serve, !state.closed else {
+                if state.closed {
+                    Task { try? await connection.executeThenClose { _, _ in } }
+                } else {
+                    state.waiting.append(connection)
+                }
+                return
+            }
+            let id = state.next
+            state.next += 1
+            state.tasks[id] = Task {
+                await serve(connection)
+                self.state.withLock { _ = $0.tasks.removeValue(forKey: id) }
+            }
+        }
+    }
+
+    /// Stops listening, then waits for every serving task.
+    func close() async {
+        let waiting = state.withLock { state in
+            state.closed = true
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        for connection in waiting { try? await connection.executeThenClose { _, _ in } }
+        try? await listener.withLock { $0 }?.close()
+        while let task = state.withLock({ $0.tasks.values.first }) { await task.value }
+    }
+
+    /// Returns when the listener has closed and every serving task has ended.
+    func wait() async {
+        try? await listener.withLock { $0 }?.closeFuture.get()
+        while let task = state.withLock({ $0.tasks.values.first }) { await task.value }
+    }
+}
