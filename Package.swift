@@ -48,9 +48,19 @@ let package = Package(
             ],
             swiftSettings: strictSwift6
         ),
+        // Accepting connections for the servers of the package (the daemon, the test server).
+        .target(
+            name: "FerryServerSupport",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strictSwift6
+        ),
         .target(
             name: "FerryTestServer",
             dependencies: [
+                "FerryServerSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -70,6 +80,7 @@ let package = Package(
             name: "FerryBackground",
             dependencies: [
                 "Ferry",
+                "FerryServerSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

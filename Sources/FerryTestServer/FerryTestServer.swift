@@ -1,3 +1,4 @@
+import FerryServerSupport
 public import Foundation
 import NIOCore
 import NIOHTTP1
@@ -109,8 +110,7 @@ public final class FerryTestServer: Sendable {
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
         let acceptor = try await ConnectionAcceptor<HTTPServerRequestPart, HTTPServerResponsePart>.bind(
             bootstrap,
-            host: host,
-            port: port
+            .host(host, port: port)
         ) { channel in
             if let tls { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls)) }
             try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)

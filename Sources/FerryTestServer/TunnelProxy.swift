@@ -1,3 +1,4 @@
+import FerryServerSupport
 import Foundation
 import NIOCore
 import NIOPosix
@@ -49,8 +50,7 @@ public final class TunnelProxy: Sendable {
         let acceptor = try await ConnectionAcceptor<ByteBuffer, ByteBuffer>.bind(
             ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1),
-            host: "127.0.0.1",
-            port: 0
+            .host("127.0.0.1", port: 0)
         ) { channel in
             try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
         }

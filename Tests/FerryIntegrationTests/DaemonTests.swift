@@ -304,6 +304,24 @@ struct DaemonTests {
         }
     }
 
+    @Test func sigtermStopsTheDaemonPromptlyAndCleanly() async throws {
+        let daemon = try DaemonProcess()
+        let pid = try await daemon.start()
+        // This process keeps a connection to it open (the client's pool).
+        #expect(try await daemon.client.health())
+        kill(pid, SIGTERM)
+        var status: Int32 = 0
+        var exited = false
+        for _ in 0..<250 where !exited {
+            exited = waitpid(pid, &status, WNOHANG) == pid
+            if !exited { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        if !exited { DaemonProcess.killNine(pid) }
+        #expect(exited)
+        // Exited normally, status 0 (not a trap, not a signal).
+        #expect(status == 0)
+    }
+
     @Test func onlyItsUserCanReachTheSocket() async throws {
         let daemon = try DaemonProcess()
         let pid = try await daemon.start()

@@ -1,8 +1,10 @@
 import Ferry
+import FerryServerSupport
 package import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -21,12 +23,18 @@ import Darwin
 /// ``close()``.
 package final class BackgroundServer: Sendable {
     private typealias Connection = NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>
-    private let channel: NIOAsyncChannel<Connection, Never>
+    private let acceptor: ConnectionAcceptor<HTTPServerRequestPart, HTTPServerResponsePart>
     private let router: BackgroundRouter
     package let socketPath: String
+    /// Open connections, closed by ``close()``; `nil` once closing.
+    private let connections = Mutex<[ObjectIdentifier: any Channel]?>([:])
 
-    private init(channel: NIOAsyncChannel<Connection, Never>, router: BackgroundRouter, socketPath: String) {
-        self.channel = channel
+    private init(
+        acceptor: ConnectionAcceptor<HTTPServerRequestPart, HTTPServerResponsePart>,
+        router: BackgroundRouter,
+        socketPath: String
+    ) {
+        self.acceptor = acceptor
         self.router = router
         self.socketPath = socketPath
     }
@@ -45,41 +53,51 @@ package final class BackgroundServer: Sendable {
         // Created 0600 from the start: no moment where another user could connect.
         let previous = umask(0o177)
         defer { umask(previous) }
-        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .bind(unixDomainSocketPath: socket.path, cleanupExistingSocketFile: true) { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    return try Connection(wrappingChannelSynchronously: channel)
-                }
-            }
+        let acceptor = try await ConnectionAcceptor<HTTPServerRequestPart, HTTPServerResponsePart>.bind(
+            ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton),
+            .unixSocket(socket.path)
+        ) { channel in
+            try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+            return try Connection(wrappingChannelSynchronously: channel)
+        }
         chmod(socket.path, 0o600)
-        return BackgroundServer(
-            channel: channel,
+        let server = BackgroundServer(
+            acceptor: acceptor,
             router: BackgroundRouter(daemon: daemon, allowedDirectories: allowedDirectories),
             socketPath: socket.path
         )
+        acceptor.start { connection in await server.serve(connection) }
+        return server
     }
 
     /// Serves until the socket is closed.
     package func run() async {
-        do {
-            try await channel.executeThenClose { inbound in
-                try await withThrowingDiscardingTaskGroup { group in
-                    for try await connection in inbound {
-                        group.addTask { await self.serve(connection) }
-                    }
-                }
-            }
-        } catch {
-            // The socket was closed.
-        }
+        await acceptor.wait()
     }
 
+    /// Stops listening and closes every connection (a client's idle keep-alive connection
+    /// must not hold the daemon up).
     package func close() async {
-        try? await channel.channel.close()
+        let open = connections.withLock { connections in
+            defer { connections = nil }
+            return connections.map { Array($0.values) } ?? []
+        }
+        for connection in open { connection.close(promise: nil) }
+        await acceptor.close()
     }
 
     private func serve(_ connection: Connection) async {
+        let id = ObjectIdentifier(connection.channel)
+        let accepted = connections.withLock { connections in
+            guard connections != nil else { return false }
+            connections?[id] = connection.channel
+            return true
+        }
+        defer { _ = connections.withLock { $0?.removeValue(forKey: id) } }
+        guard accepted else {
+            try? await connection.executeThenClose { _, _ in }
+            return
+        }
         do {
             try await connection.executeThenClose { inbound, outbound in
                 var head: HTTPRequestHead?

@@ -1,5 +1,5 @@
-import NIOCore
-import NIOPosix
+package import NIOCore
+package import NIOPosix
 import Synchronization
 
 /// Accepts connections without NIO's async server channel: each accepted channel is wrapped
@@ -12,12 +12,12 @@ import Synchronization
 /// accepted connection is served or, after ``close()``, finished at once.
 ///
 /// ## Lifecycle and threading
-/// ``bind(_:host:port:wrap:)`` listens; ``start(serving:)`` sets the handler (connections
+/// ``bind(_:_:wrap:)`` listens; ``start(serving:)`` sets the handler (connections
 /// arriving before it wait for it); ``close()`` stops listening and returns once every
 /// serving task has ended (the owner closes the connections themselves).
-final class ConnectionAcceptor<Inbound: Sendable, Outbound: Sendable>: Sendable {
-    typealias Connection = NIOAsyncChannel<Inbound, Outbound>
-    typealias Serve = @Sendable (Connection) async -> Void
+package final class ConnectionAcceptor<Inbound: Sendable, Outbound: Sendable>: Sendable {
+    package typealias Connection = NIOAsyncChannel<Inbound, Outbound>
+    package typealias Serve = @Sendable (Connection) async -> Void
 
     private struct State {
         var serve: Serve?
@@ -31,29 +31,44 @@ final class ConnectionAcceptor<Inbound: Sendable, Outbound: Sendable>: Sendable 
     private let listener = Mutex<(any Channel)?>(nil)
 
     /// The port it listens on.
-    var port: Int { listener.withLock { $0?.localAddress?.port } ?? 0 }
+    package var port: Int { listener.withLock { $0?.localAddress?.port } ?? 0 }
 
-    /// Listens on `host:port`; `wrap` sets up each accepted channel's pipeline and wraps it
+    /// Where to listen.
+    package enum Address: Sendable {
+        case host(String, port: Int)
+        /// A Unix domain socket; an existing file at the path is replaced.
+        case unixSocket(String)
+    }
+
+    /// Listens at `address`; `wrap` sets up each accepted channel's pipeline and wraps it
     /// (on its event loop).
-    static func bind(
+    package static func bind(
         _ bootstrap: ServerBootstrap,
-        host: String,
-        port: Int,
+        _ address: Address,
         wrap: @escaping @Sendable (any Channel) throws -> Connection
     ) async throws -> ConnectionAcceptor {
         let acceptor = ConnectionAcceptor()
-        let channel = try await bootstrap.childChannelInitializer { channel in
+        let configured = bootstrap.childChannelInitializer { channel in
             channel.eventLoop.makeCompletedFuture {
                 acceptor.accept(try wrap(channel))
             }
         }
-        .bind(host: host, port: port).get()
+        let channel: any Channel
+        switch address {
+        case .host(let host, let port):
+            channel = try await configured.bind(host: host, port: port).get()
+        case .unixSocket(let path):
+            channel = try await configured.bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true).get()
+        }
         acceptor.listener.withLock { $0 = channel }
         return acceptor
     }
 
+    /// The socket path or address it listens on.
+    package var localAddress: SocketAddress? { listener.withLock { $0?.localAddress } }
+
     /// Serves every connection, those that already wait included, with `serve`.
-    func start(serving serve: @escaping Serve) {
+    package func start(serving serve: @escaping Serve) {
         let waiting = state.withLock { state in
             state.serve = serve
             defer { state.waiting = [] }
@@ -82,7 +97,7 @@ final class ConnectionAcceptor<Inbound: Sendable, Outbound: Sendable>: Sendable 
     }
 
     /// Stops listening, then waits for every serving task.
-    func close() async {
+    package func close() async {
         let waiting = state.withLock { state in
             state.closed = true
             defer { state.waiting = [] }
@@ -94,7 +109,7 @@ final class ConnectionAcceptor<Inbound: Sendable, Outbound: Sendable>: Sendable 
     }
 
     /// Returns when the listener has closed and every serving task has ended.
-    func wait() async {
+    package func wait() async {
         try? await listener.withLock { $0 }?.closeFuture.get()
         while let task = state.withLock({ $0.tasks.values.first }) { await task.value }
     }
