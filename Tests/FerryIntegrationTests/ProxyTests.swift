@@ -1,6 +1,7 @@
 import Ferry
 import FerryTestServer
 import Foundation
+import Synchronization
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -26,6 +27,51 @@ struct ProxyTests {
             let refused = try makeSession { $0.proxy = .http(host: "127.0.0.1", port: proxy.port) }
             await #expect(throws: FerryError.self) { try await refused.data(from: server.url("/bytes/1")) }
             #expect(proxy.tunnels.last?.opened == false)
+        }
+    }
+
+    @Test func theProxysChallengeGoesToTheDelegateThenTheStore() async throws {
+        try await withServer { server in
+            let proxy = try await TunnelProxy.start(.httpConnect(requiredAuthorization: "Basic cDpx"))  // p:q
+            defer { Task { await proxy.shutdown() } }
+            // No credential configured: the delegate answers the 407.
+            let delegate = ProxyChallengeDelegate(answer: Credential(user: "p", password: "q"))
+            let session = try makeSession(delegate: delegate) { $0.proxy = .http(host: "127.0.0.1", port: proxy.port) }
+            let (data, _) = try await session.data(from: server.url("/bytes/3000"))
+            #expect(data == TestContent.data(size: 3000))
+            let asked = try #require(delegate.spaces.first)
+            #expect(asked.isProxy)
+            #expect(asked.host == "127.0.0.1" && asked.port == proxy.port)
+            #expect(asked.realm == "proxy")
+            #expect(asked.authenticationMethod == .basic)
+            #expect(proxy.tunnels.map(\.opened) == [false, true])
+            // A refused credential is not answered forever: the task fails with the 407.
+            let wrong = ProxyChallengeDelegate(answer: Credential(user: "p", password: "wrong"))
+            let refused = try makeSession(delegate: wrong) { $0.proxy = .http(host: "127.0.0.1", port: proxy.port) }
+            await #expect {
+                try await refused.data(from: server.url("/bytes/1"))
+            } throws: { error in
+                (error as? FerryError)?.reason == .unacceptableStatusCode(407)
+            }
+            #expect(wrong.spaces.count == 5)
+            // Without a delegate, the credential store answers for the proxy's space.
+            let store = CredentialStore()
+            try store.set(
+                Credential(user: "p", password: "q"),
+                for: ProtectionSpace(
+                    scheme: "http",
+                    host: "127.0.0.1",
+                    port: proxy.port,
+                    realm: "proxy",
+                    authenticationMethod: .basic,
+                    isProxy: true
+                )
+            )
+            let stored = try makeSession {
+                $0.proxy = .http(host: "127.0.0.1", port: proxy.port)
+                $0.credentialStore = store
+            }
+            #expect(try await stored.data(from: server.url("/bytes/10")).0.count == 10)
         }
     }
 
@@ -87,5 +133,25 @@ struct ProxyTests {
             #expect(bypassed.status == 0)
             #expect(proxy.tunnels.count == 1)
         }
+    }
+}
+
+/// Answers proxy challenges with one credential and keeps what it was asked.
+final class ProxyChallengeDelegate: SessionDelegate {
+    let answer: Credential
+    private let asked = Mutex<[ProtectionSpace]>([])
+
+    init(answer: Credential) { self.answer = answer }
+
+    var spaces: [ProtectionSpace] { asked.withLock { $0 } }
+
+    func session(
+        _ session: Session,
+        task: SessionTask,
+        didReceive challenge: AuthenticationChallenge
+    ) async -> ChallengeDisposition {
+        guard challenge.protectionSpace.isProxy else { return .performDefaultHandling }
+        asked.withLock { $0.append(challenge.protectionSpace) }
+        return .useCredential(answer)
     }
 }

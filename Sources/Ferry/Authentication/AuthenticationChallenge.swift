@@ -25,13 +25,23 @@ public struct ProtectionSpace: Hashable, Sendable, CustomStringConvertible {
     /// when looking credentials up in a ``CredentialStore``).
     public var realm: String?
     public var authenticationMethod: AuthenticationMethod
+    /// A proxy asked (`407` with `Proxy-Authenticate`); `host` and `port` are the proxy's.
+    public var isProxy: Bool
 
-    public init(scheme: String, host: String, port: Int, realm: String?, authenticationMethod: AuthenticationMethod) {
+    public init(
+        scheme: String,
+        host: String,
+        port: Int,
+        realm: String?,
+        authenticationMethod: AuthenticationMethod,
+        isProxy: Bool = false
+    ) {
         self.scheme = scheme.lowercased()
         self.host = host.lowercased()
         self.port = port
         self.realm = realm
         self.authenticationMethod = authenticationMethod
+        self.isProxy = isProxy
     }
 
     /// The space of `url`'s origin (default port filled in).
@@ -47,11 +57,13 @@ public struct ProtectionSpace: Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String {
-        "\(authenticationMethod) \(scheme)://\(host):\(port)" + (realm.map { " realm \"\($0)\"" } ?? "")
+        (isProxy ? "proxy " : "") + "\(authenticationMethod) \(scheme)://\(host):\(port)"
+            + (realm.map { " realm \"\($0)\"" } ?? "")
     }
 }
 
-/// A server asked for credentials: a `401` with `WWW-Authenticate`.
+/// A server asked for credentials: a `401` with `WWW-Authenticate`, or the session's proxy a
+/// `407` with `Proxy-Authenticate` (``ProtectionSpace/isProxy``).
 ///
 /// Delivered to ``SessionDelegate/session(_:task:didReceive:)`` before the session's own
 /// handling (``SessionConfiguration/credential``, then ``SessionConfiguration/credentialStore``).

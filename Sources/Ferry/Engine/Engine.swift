@@ -128,7 +128,10 @@ final class Engine: Sendable {
     /// What AsyncHTTPClient is given for a request to `url`: the URL, or the TLS bridge's
     /// socket with the `Host` field to send (see ``TLSBridge``).
     func route(_ url: URL) async throws -> (url: URL, host: String?, bridged: Bool) {
-        guard let bridge, bridge.evaluator.bridges(url) else { return (url, nil, false) }
+        // Through an HTTP proxy too: the bridge makes the CONNECT, so a 407's challenge can
+        // be answered (AsyncHTTPClient's own CONNECT fails on it).
+        let proxied = configuration.proxy.map { $0.kind == .http && $0.applies(to: url) } ?? false
+        guard let bridge, bridge.evaluator.bridges(url) || proxied else { return (url, nil, false) }
         let (routed, host) = try await bridge.route(url)
         return (routed, host, true)
     }

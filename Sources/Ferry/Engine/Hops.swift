@@ -42,6 +42,15 @@ struct Hops {
     }
 
     /// Sends the same request again with credentials.
+    /// Answers to the proxy's challenges so far.
+    private(set) var proxyChallengesAnswered = 0
+
+    /// The same request again, through a proxy that now gets credentials.
+    mutating func answerProxyChallenge() {
+        proxyChallengesAnswered += 1
+        reason = .authentication
+    }
+
     mutating func answerChallenge(with retry: URLRequest) {
         challengesAnswered += 1
         reason = .authentication

@@ -36,6 +36,9 @@ final class TLSBridge: Sendable {
         var failures: [Origin: any Error] = [:]
         /// The connection each traced request went over, until its transfer takes it.
         var connections: [String: BridgedConnection] = [:]
+        /// `Proxy-Authorization` for the HTTP proxy's `CONNECT`: the configured credential
+        /// (Basic) at first, then the answer to its last challenge.
+        var proxyAuthorization: String?
         var nextTrace = 0
         var askDelegate: AskDelegate?
         var nextSocket = 0
@@ -51,6 +54,7 @@ final class TLSBridge: Sendable {
     init(evaluator: TrustEvaluator, proxy: Proxy?, connectTimeout: TimeAmount) throws {
         self.evaluator = evaluator
         self.proxy = proxy
+        state.withLock { $0.proxyAuthorization = proxy?.credential?.authorization }
         self.connectTimeout = connectTimeout
         context = try NIOSSLContext(configuration: evaluator.connection)
         directory = FileManager.default.temporaryDirectory
@@ -101,6 +105,11 @@ final class TLSBridge: Sendable {
     /// The connection the request traced as `trace` went over, once it was sent.
     func connection(for trace: String) -> BridgedConnection? {
         state.withLock { $0.connections.removeValue(forKey: trace) }
+    }
+
+    /// Answers the proxy's challenge on the next `CONNECT`s.
+    func setProxyAuthorization(_ value: String) {
+        state.withLock { $0.proxyAuthorization = value }
     }
 
     /// Why the last connection to `origin` failed, if it did.
@@ -212,10 +221,10 @@ final class TLSBridge: Sendable {
             let encoder = HTTPRequestEncoder()
             let decoder = ByteToMessageHandler(HTTPResponseDecoder(leftOverBytesStrategy: .forwardBytes))
             var headers = HTTPHeaders()
-            if let credential = proxy?.credential {
-                let token = Data("\(credential.user):\(credential.password)".utf8).base64EncodedString()
-                headers.add(name: "Proxy-Authorization", value: "Basic \(token)")
+            if let authorization = state.withLock({ $0.proxyAuthorization }) {
+                headers.add(name: "Proxy-Authorization", value: authorization)
             }
+            let observer = ChallengeObserver()
             let connect = NIOHTTP1ProxyConnectHandler(
                 targetHost: origin.host,
                 targetPort: origin.port,
@@ -223,16 +232,22 @@ final class TLSBridge: Sendable {
                 deadline: .now() + connectTimeout,
                 promise: tunnel
             )
-            try pipeline.addHandlers([encoder, decoder, connect], position: .first)
+            try pipeline.addHandlers([encoder, decoder, observer, connect], position: .first)
             // On the channel's event loop, where the handlers live.
             tunnel.futureResult.assumeIsolated().whenComplete { result in
                 do {
                     try result.get()
                     pipeline.removeHandler(encoder, promise: nil)
                     pipeline.removeHandler(decoder, promise: nil)
+                    pipeline.removeHandler(observer, promise: nil)
                     try ready()
                 } catch {
-                    watcher.fail(error)
+                    // A 407 becomes the challenge, for the transfer to answer.
+                    if let challenges = observer.challenges, let proxy {
+                        watcher.fail(ProxyChallenge(proxy: proxy, challenges: challenges))
+                    } else {
+                        watcher.fail(error)
+                    }
                     outbound.close(promise: nil)
                 }
             }
@@ -313,6 +328,28 @@ private final class HandshakeWatcher: ChannelInboundHandler, RemovableChannelHan
     func channelInactive(context: ChannelHandlerContext) {
         fail(ChannelError.ioOnClosedChannel)
         context.fireChannelInactive()
+    }
+}
+
+/// The proxy's `407`: what it asked for, for ``Transfer`` to answer.
+struct ProxyChallenge: Error, Sendable {
+    let proxy: Proxy
+    /// Its `Proxy-Authenticate` fields.
+    let challenges: [String]
+}
+
+/// Keeps the `Proxy-Authenticate` fields of a `407` answer to `CONNECT` (NIO's connect
+/// handler reports the status only).
+private final class ChallengeObserver: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPClientResponsePart
+    typealias InboundOut = HTTPClientResponsePart
+    private(set) var challenges: [String]?
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .head(let head) = unwrapInboundIn(data), head.status.code == 407 {
+            challenges = head.headers[canonicalForm: "Proxy-Authenticate"].map(String.init)
+        }
+        context.fireChannelRead(data)
     }
 }
 

@@ -66,9 +66,12 @@ public struct TLSOptions: Sendable, Equatable {
     /// The configurations for the engine, checked: invalid PEM is an error now, not at the
     /// first connection.
     ///
-    /// - Parameter measuringConnections: every request goes through the bridge (see
-    ///   ``SessionConfiguration/collectsConnectionMetrics``).
-    func resolved(measuringConnections: Bool = false) throws(FerryError) -> ResolvedTLS {
+    /// - Parameters:
+    ///   - measuringConnections: every request goes through the bridge (see
+    ///     ``SessionConfiguration/collectsConnectionMetrics``).
+    ///   - bridgingProxy: requests through an HTTP proxy go through the bridge (it answers
+    ///     the proxy's challenges).
+    func resolved(measuringConnections: Bool = false, bridgingProxy: Bool = false) throws(FerryError) -> ResolvedTLS {
         do {
             var base = TLSConfiguration.makeClientConfiguration()
             switch trustRoots {
@@ -99,7 +102,11 @@ public struct TLSOptions: Sendable, Equatable {
             return ResolvedTLS(
                 base: self == TLSOptions() ? nil : base,
                 pinned: pinned,
-                evaluator: try evaluator(base: base, measuringConnections: measuringConnections)
+                evaluator: try evaluator(
+                    base: base,
+                    measuringConnections: measuringConnections,
+                    bridgingProxy: bridgingProxy
+                )
             )
         } catch let error as FerryError {
             throw error
@@ -113,8 +120,13 @@ public struct TLSOptions: Sendable, Equatable {
     }
 
     /// The evaluator of the hosts Ferry verifies itself, if any.
-    private func evaluator(base: TLSConfiguration, measuringConnections: Bool) throws -> TrustEvaluator? {
-        guard delegateEvaluatesServerTrust || !pinnedPublicKeys.isEmpty || measuringConnections else { return nil }
+    private func evaluator(
+        base: TLSConfiguration,
+        measuringConnections: Bool,
+        bridgingProxy: Bool
+    ) throws -> TrustEvaluator? {
+        guard delegateEvaluatesServerTrust || !pinnedPublicKeys.isEmpty || measuringConnections || bridgingProxy
+        else { return nil }
         func parsed(_ pem: String) throws -> [Certificate] {
             try Self.certificates(pem).map { try Certificate(derEncoded: try $0.toDERBytes()) }
         }

@@ -71,6 +71,56 @@ extension Transfer {
         return retry
     }
 
+    /// The `Proxy-Authorization` to answer the proxy's `407` with, or `nil` when there is
+    /// none to give: the delegate first (a proxy protection space), then on default handling
+    /// the proxy's configured credential, then the credential store; the strongest scheme
+    /// offered. A Digest answer is computed for `CONNECT host:port`.
+    func authenticateProxy(_ challenge: ProxyChallenge, failures: Int) async throws -> String? {
+        guard failures < Self.maximumChallengeAnswers,
+            let chosen = Self.strongest(Challenge.parse(challenge.challenges))
+        else { return nil }
+        let proxy = challenge.proxy
+        let space = ProtectionSpace(
+            scheme: "http",
+            host: proxy.host,
+            port: proxy.port,
+            realm: chosen.realm,
+            authenticationMethod: chosen.method,
+            isProxy: true
+        )
+        let fallback = proxy.credential ?? configuration.credentialStore?.credential(for: space)
+        var disposition = ChallengeDisposition.performDefaultHandling
+        if let delegate = session.delegate, let url = URL(string: "http://\(proxy.host):\(proxy.port)") {
+            let headers = HeaderFields(challenge.challenges.map { (name: "Proxy-Authenticate", value: $0) })
+            let challenge = AuthenticationChallenge(
+                protectionSpace: space,
+                previousFailureCount: failures,
+                failureResponse: HTTPResponse(url: url, statusCode: 407, headers: headers),
+                proposedCredential: fallback
+            )
+            let session = self.session
+            let task = self.origin
+            disposition = await session.askDelegate {
+                await delegate.session(session, task: task, didReceive: challenge)
+            }
+        }
+        let credential: Credential
+        switch disposition {
+        case .useCredential(let chosenCredential):
+            credential = chosenCredential
+        case .performDefaultHandling:
+            // The configured credential went with the first CONNECT already when there is one.
+            guard failures == 0 || proxy.credential == nil, let fallback else { return nil }
+            credential = fallback
+        case .rejectProtectionSpace:
+            return nil
+        case .cancelAuthenticationChallenge:
+            throw FerryError(.cancelledByDelegate, "The delegate cancelled the proxy's challenge for \(space).")
+        }
+        guard let digest = chosen.digest else { return credential.authorization }
+        return digest.authorization(for: credential, method: "CONNECT", uri: "\(proxy.host):\(proxy.port)")
+    }
+
     /// A challenge Ferry can answer.
     struct AnswerableChallenge {
         let realm: String?

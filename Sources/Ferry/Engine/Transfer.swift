@@ -188,6 +188,19 @@ final class Transfer: Sendable {
                     )
                 }
             } catch {
+                // The proxy asked for credentials before the request could go: answer, then send
+                // the same request again.
+                if let challenge = error as? ProxyChallenge, !responded, currentBody?.isReplayable ?? true,
+                    let authorization = try await authenticateProxy(
+                        challenge,
+                        failures: hops.proxyChallengesAnswered
+                    )
+                {
+                    engine.bridge?.setProxyAuthorization(authorization)
+                    hops.answerProxyChallenge()
+                    if hops.body != nil { origin.resetSentBytes() }
+                    continue
+                }
                 // A request that failed before any response: the interceptor may send it again.
                 let failure = ferryError(from: error)
                 guard let interceptor, !responded, failure.reason != .cancelled, !Task.isCancelled,
@@ -736,6 +749,12 @@ final class Transfer: Sendable {
                 .secureConnectionFailed,
                 "The TLS handshake failed: the server's certificate is not trusted for this host (or not the pinned one).",
                 underlying: error
+            )
+        }
+        if let challenge = error as? ProxyChallenge {
+            return FerryError(
+                .unacceptableStatusCode(407),
+                "The proxy \(challenge.proxy.host):\(challenge.proxy.port) asks for credentials (407) that the session does not have or that it refused."
             )
         }
         if error is HTTPParserError {

@@ -59,7 +59,10 @@ public final class Session: Sendable {
         self.configuration = configuration
         engine = try Engine(
             configuration: configuration,
-            tls: try configuration.tls.resolved(measuringConnections: configuration.collectsConnectionMetrics)
+            tls: try configuration.tls.resolved(
+                measuringConnections: configuration.collectsConnectionMetrics,
+                bridgingProxy: configuration.proxy?.kind == .http
+            )
         )
         if case .background(let identifier) = configuration.kind {
             background = try BackgroundLink(
