@@ -60,23 +60,63 @@ private final class ClientFront: ChannelOutboundHandler, RemovableChannelHandler
     func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
 }
 
+/// What both sides of the relay share: reading pauses while the other side cannot write,
+/// and one side closing closes the other.
+private class RelayEnd {
+    var context: ChannelHandlerContext?
+    private var readPending = false
+
+    /// The side this one writes to.
+    var other: RelayEnd? { nil }
+
+    var isWritable: Bool { context?.channel.isWritable ?? false }
+
+    func flush() { context?.flush() }
+
+    func close() { context?.close(promise: nil) }
+
+    func resumeReading() {
+        guard readPending, let context, other?.isWritable ?? false else { return }
+        readPending = false
+        context.read()
+    }
+
+    func gate(_ context: ChannelHandlerContext) {
+        if other?.isWritable ?? false {
+            context.read()
+        } else {
+            readPending = true
+        }
+    }
+
+    func writabilityChanged(_ context: ChannelHandlerContext) {
+        if context.channel.isWritable { other?.resumeReading() }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func inactive(_ context: ChannelHandlerContext) {
+        other?.close()
+        context.fireChannelInactive()
+    }
+}
+
 /// Decoded requests from AsyncHTTPClient, forwarded to the origin.
-private final class RequestSide: ChannelDuplexHandler, RemovableChannelHandler {
+private final class RequestSide: RelayEnd, ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundIn = Never
 
     weak var partner: ResponseSide?
     private let front: ClientFront
-    private var context: ChannelHandlerContext?
     private var connection: BridgedConnection
     private let record: (String, BridgedConnection) -> Void
-    private var readPending = false
 
     init(front: ClientFront, connection: BridgedConnection, record: @escaping (String, BridgedConnection) -> Void) {
         self.front = front
         self.connection = connection
         self.record = record
     }
+
+    override var other: RelayEnd? { partner }
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
     func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
@@ -98,53 +138,26 @@ private final class RequestSide: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) { partner?.flush() }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        partner?.close()
-        context.fireChannelInactive()
-    }
-
+    func channelInactive(context: ChannelHandlerContext) { inactive(context) }
     func errorCaught(context: ChannelHandlerContext, error: any Error) { context.close(promise: nil) }
+    func channelWritabilityChanged(context: ChannelHandlerContext) { writabilityChanged(context) }
+    func read(context: ChannelHandlerContext) { gate(context) }
 
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable { partner?.resumeReading() }
-        context.fireChannelWritabilityChanged()
-    }
-
-    func read(context: ChannelHandlerContext) {
-        if partner?.isWritable ?? false {
-            context.read()
-        } else {
-            readPending = true
-        }
-    }
-
-    // Called by the response side.
-
-    var isWritable: Bool { context?.channel.isWritable ?? false }
-
+    /// Responses go out in front of the request decoder.
     func sendResponse(_ data: NIOAny) { front.context?.write(data, promise: nil) }
 
-    func flush() { front.context?.flush() }
-
-    func close() { context?.close(promise: nil) }
-
-    func resumeReading() {
-        guard readPending, let context, partner?.isWritable ?? false else { return }
-        readPending = false
-        context.read()
-    }
+    override func flush() { front.context?.flush() }
 }
 
 /// The origin's response bytes, sent back to AsyncHTTPClient as they come.
-private final class ResponseSide: ChannelDuplexHandler, RemovableChannelHandler {
+private final class ResponseSide: RelayEnd, ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundIn = Never
     typealias OutboundOut = HTTPClientRequestPart
 
     var partner: RequestSide?
-    private var context: ChannelHandlerContext?
-    private var readPending = false
+
+    override var other: RelayEnd? { partner }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
@@ -158,42 +171,11 @@ private final class ResponseSide: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) { partner?.sendResponse(data) }
-
     func channelReadComplete(context: ChannelHandlerContext) { partner?.flush() }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        partner?.close()
-        context.fireChannelInactive()
-    }
-
+    func channelInactive(context: ChannelHandlerContext) { inactive(context) }
     func errorCaught(context: ChannelHandlerContext, error: any Error) { context.close(promise: nil) }
-
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable { partner?.resumeReading() }
-        context.fireChannelWritabilityChanged()
-    }
-
-    func read(context: ChannelHandlerContext) {
-        if partner?.isWritable ?? false {
-            context.read()
-        } else {
-            readPending = true
-        }
-    }
-
-    // Called by the request side.
-
-    var isWritable: Bool { context?.channel.isWritable ?? false }
+    func channelWritabilityChanged(context: ChannelHandlerContext) { writabilityChanged(context) }
+    func read(context: ChannelHandlerContext) { gate(context) }
 
     func send(_ part: HTTPClientRequestPart) { context?.write(wrapOutboundOut(part), promise: nil) }
-
-    func flush() { context?.flush() }
-
-    func close() { context?.close(promise: nil) }
-
-    func resumeReading() {
-        guard readPending, let context, partner?.isWritable ?? false else { return }
-        readPending = false
-        context.read()
-    }
 }

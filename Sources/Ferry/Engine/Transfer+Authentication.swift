@@ -32,37 +32,15 @@ extension Transfer {
         let space = ProtectionSpace(url: url, realm: chosen.realm, authenticationMethod: chosen.method)
         let sameOrigin = Origin(url) == home
         let proposed = sameOrigin ? configuration.credential : nil
-        let fallback = proposed ?? configuration.credentialStore?.credential(for: space)
-        var disposition = ChallengeDisposition.performDefaultHandling
-        if let delegate = session.delegate {
-            let challenge = AuthenticationChallenge(
-                protectionSpace: space,
-                previousFailureCount: failures,
-                failureResponse: response,
-                proposedCredential: fallback
+        guard
+            let credential = try await credential(
+                for: space,
+                failures: failures,
+                response: response,
+                fallback: proposed ?? configuration.credentialStore?.credential(for: space),
+                defaultAnswers: failures == 0
             )
-            let session = self.session
-            let task = self.origin
-            disposition = await session.askDelegate {
-                await delegate.session(session, task: task, didReceive: challenge)
-            }
-        }
-        let credential: Credential
-        switch disposition {
-        case .useCredential(let chosenCredential):
-            credential = chosenCredential
-        case .performDefaultHandling:
-            guard failures == 0, let fallback else { return nil }
-            credential = fallback
-        case .rejectProtectionSpace:
-            return nil
-        case .cancelAuthenticationChallenge:
-            throw FerryError(
-                .cancelledByDelegate,
-                "The delegate cancelled the authentication challenge for \(space).",
-                response: response
-            )
-        }
+        else { return nil }
         var retry = request
         retry.setValue(
             chosen.authorization(credential, request: request),
@@ -88,14 +66,37 @@ extension Transfer {
             authenticationMethod: chosen.method,
             isProxy: true
         )
-        let fallback = proxy.credential ?? configuration.credentialStore?.credential(for: space)
+        guard let url = URL(string: "http://\(proxy.host):\(proxy.port)") else { return nil }
+        let headers = HeaderFields(challenge.challenges.map { (name: "Proxy-Authenticate", value: $0) })
+        guard
+            let credential = try await credential(
+                for: space,
+                failures: failures,
+                response: HTTPResponse(url: url, statusCode: 407, headers: headers),
+                fallback: proxy.credential ?? configuration.credentialStore?.credential(for: space),
+                // The configured credential went with the first CONNECT already, when there is one.
+                defaultAnswers: failures == 0 || proxy.credential == nil
+            )
+        else { return nil }
+        guard let digest = chosen.digest else { return credential.authorization }
+        return digest.authorization(for: credential, method: "CONNECT", uri: "\(proxy.host):\(proxy.port)")
+    }
+
+    /// The credential to answer a challenge for `space` with: the delegate's, or on default
+    /// handling `fallback` when `defaultAnswers`; `nil` to answer nothing.
+    private func credential(
+        for space: ProtectionSpace,
+        failures: Int,
+        response: HTTPResponse,
+        fallback: Credential?,
+        defaultAnswers: Bool
+    ) async throws -> Credential? {
         var disposition = ChallengeDisposition.performDefaultHandling
-        if let delegate = session.delegate, let url = URL(string: "http://\(proxy.host):\(proxy.port)") {
-            let headers = HeaderFields(challenge.challenges.map { (name: "Proxy-Authenticate", value: $0) })
+        if let delegate = session.delegate {
             let challenge = AuthenticationChallenge(
                 protectionSpace: space,
                 previousFailureCount: failures,
-                failureResponse: HTTPResponse(url: url, statusCode: 407, headers: headers),
+                failureResponse: response,
                 proposedCredential: fallback
             )
             let session = self.session
@@ -104,21 +105,20 @@ extension Transfer {
                 await delegate.session(session, task: task, didReceive: challenge)
             }
         }
-        let credential: Credential
         switch disposition {
-        case .useCredential(let chosenCredential):
-            credential = chosenCredential
+        case .useCredential(let credential):
+            return credential
         case .performDefaultHandling:
-            // The configured credential went with the first CONNECT already when there is one.
-            guard failures == 0 || proxy.credential == nil, let fallback else { return nil }
-            credential = fallback
+            return defaultAnswers ? fallback : nil
         case .rejectProtectionSpace:
             return nil
         case .cancelAuthenticationChallenge:
-            throw FerryError(.cancelledByDelegate, "The delegate cancelled the proxy's challenge for \(space).")
+            throw FerryError(
+                .cancelledByDelegate,
+                "The delegate cancelled the authentication challenge for \(space).",
+                response: response
+            )
         }
-        guard let digest = chosen.digest else { return credential.authorization }
-        return digest.authorization(for: credential, method: "CONNECT", uri: "\(proxy.host):\(proxy.port)")
     }
 
     /// A challenge Ferry can answer.
