@@ -19,18 +19,37 @@ final class HostLimiter: Sendable {
         state = Mutex(State(scheduler: HostScheduler(limit: limit)))
     }
 
-    /// Waits for a slot for `origin`. Throws `CancellationError` if the calling task is
-    /// cancelled while waiting; then no slot is held.
-    func acquire(for origin: Origin) async throws {
-        let ticket: HostScheduler.Ticket? = state.withLock { state in
+    /// A place in `origin`'s queue, taken at once: tasks are admitted in the order their
+    /// places were taken, whatever order their Swift tasks run in.
+    struct Reservation: Sendable {
+        let origin: Origin
+        /// `nil` when a slot was free.
+        fileprivate let ticket: HostScheduler.Ticket?
+    }
+
+    /// Takes a place in `origin`'s queue (or its slot, when one is free) now.
+    func reserve(for origin: Origin) -> Reservation {
+        state.withLock { state in
             state.nextTicket += 1
             let ticket = HostScheduler.Ticket(id: state.nextTicket)
             switch state.scheduler.acquire(ticket, for: origin) {
-            case .proceed: return nil
-            case .wait: return ticket
+            case .proceed: return Reservation(origin: origin, ticket: nil)
+            case .wait: return Reservation(origin: origin, ticket: ticket)
             }
         }
-        guard let ticket else { return }
+    }
+
+    /// Waits for a slot for `origin`. Throws `CancellationError` if the calling task is
+    /// cancelled while waiting; then no slot is held.
+    func acquire(for origin: Origin) async throws {
+        try await acquire(reserve(for: origin))
+    }
+
+    /// Waits until `reservation` holds its slot. Throws `CancellationError` if the calling
+    /// task is cancelled while waiting; then no slot is held.
+    func acquire(_ reservation: Reservation) async throws {
+        let origin = reservation.origin
+        guard let ticket = reservation.ticket else { return }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let early: Result<Void, any Error>? = state.withLock { state in
@@ -64,7 +83,16 @@ final class HostLimiter: Sendable {
         for origin: Origin,
         _ body: () async throws -> Result
     ) async throws -> Result {
-        try await acquire(for: origin)
+        try await withSlot(reserve(for: origin), body)
+    }
+
+    /// Runs `body` once `reservation` holds its slot, then gives the slot back.
+    func withSlot<Result: Sendable>(
+        _ reservation: Reservation,
+        _ body: () async throws -> Result
+    ) async throws -> Result {
+        let origin = reservation.origin
+        try await acquire(reservation)
         do {
             let result = try await body()
             release(for: origin)

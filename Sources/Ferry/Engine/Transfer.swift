@@ -26,10 +26,14 @@ final class Transfer: Sendable {
     /// `CancellationError` the stop causes.
     private let stopReason = Mutex<FerryError?>(nil)
 
-    init(task: SessionTask, session: Session) {
+    /// The task's place in its origin's admission queue, taken when it was resumed.
+    private let admission: HostLimiter.Reservation?
+
+    init(task: SessionTask, session: Session, admission: HostLimiter.Reservation? = nil) {
         self.session = session
         self.origin = task
         self.active = Mutex(task)
+        self.admission = admission
     }
 
     var configuration: SessionConfiguration { session.configuration }
@@ -60,7 +64,7 @@ final class Transfer: Sendable {
     private func admitted(_ work: () async throws -> TaskOutcome) async throws -> TaskOutcome {
         guard let url = origin.originalRequest.url else { return try await work() }
         origin.setQueued(true)
-        return try await engine.admission.withSlot(for: Origin(url)) {
+        return try await engine.admission.withSlot(admission ?? engine.admission.reserve(for: Origin(url))) {
             origin.setQueued(false)
             return try await work()
         }
@@ -524,7 +528,7 @@ final class Transfer: Sendable {
         clientRequest.method = method
         clientRequest.headers = headers
         clientRequest.tlsConfiguration = tlsConfiguration
-        let chunks = CountingChunks(base: body.chunks(), task: origin)
+        let chunks = CountingChunks(base: body.chunks(), task: origin, length: body.length)
         clientRequest.body = .stream(chunks, length: body.length.map { .known($0) } ?? .unknown)
         let response = try await client.execute(clientRequest, deadline: .distantFuture)
         let head = HTTPResponseHead(version: response.version, status: response.status, headers: response.headers)
@@ -769,12 +773,18 @@ struct CountingChunks: AsyncSequence, Sendable {
     typealias Element = ByteBuffer
     let base: ByteChunks
     let task: SessionTask
+    /// The body's length when known: the client stops asking once it has that many bytes,
+    /// so the last progress event goes out with the last chunk, not at the end of the
+    /// sequence.
+    var length: Int64?
 
     struct Iterator: AsyncIteratorProtocol {
         var base: ByteChunks.Iterator
         let task: SessionTask
+        let length: Int64?
         var throttle = ProgressThrottle()
         var started = false
+        var sent: Int64 = 0
 
         mutating func next() async throws -> ByteBuffer? {
             try await task.waitWhilePaused()
@@ -787,7 +797,9 @@ struct CountingChunks: AsyncSequence, Sendable {
             started = true
             if let chunk = try await base.next() {
                 let count = Int64(chunk.readableBytes)
-                let due = throttle.add(count)
+                sent += count
+                var due = throttle.add(count)
+                if due == nil, let length, sent >= length { due = throttle.flush() }
                 task.didSend(bytes: count, publish: due != nil, unpublished: due ?? 0)
                 return chunk
             }
@@ -796,5 +808,5 @@ struct CountingChunks: AsyncSequence, Sendable {
         }
     }
 
-    func makeAsyncIterator() -> Iterator { Iterator(base: base.makeAsyncIterator(), task: task) }
+    func makeAsyncIterator() -> Iterator { Iterator(base: base.makeAsyncIterator(), task: task, length: length) }
 }

@@ -241,11 +241,14 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
                 storage.resumedAt = Date()
                 storage.lastActivity = now
                 publish(.resumed, in: &storage)
-                storage.transfer = Task {
-                    if let background = session.background {
-                        await background.run(self, session: session)
-                    } else {
-                        await Transfer(task: self, session: session).run()
+                if let background = session.background {
+                    storage.transfer = Task { await background.run(self, session: session) }
+                } else {
+                    // The place in the per-host queue is taken now, so tasks resumed one after
+                    // another start in that order (their Swift tasks may run in any order).
+                    let admission = originalRequest.url.map { session.engine.admission.reserve(for: Origin($0)) }
+                    storage.transfer = Task {
+                        await Transfer(task: self, session: session, admission: admission).run()
                     }
                 }
                 return []
