@@ -54,7 +54,13 @@ struct DaemonCommand: AsyncParsableCommand {
     func run() async throws {
         let locations = daemon.locations
         do {
-            guard let lock = try DaemonLock(directory: locations.stateDirectory) else {
+            try FileManager.default.createDirectory(
+                at: locations.stateDirectory,
+                withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700]
+            )
+            guard let lock = try ProcessClaim(file: locations.stateDirectory.appendingPathComponent("daemon.lock"))
+            else {
                 throw FerryError(
                     .unsupportedConfiguration,
                     "A daemon already runs for \(locations.stateDirectory.path)."

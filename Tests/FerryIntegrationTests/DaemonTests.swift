@@ -143,7 +143,7 @@ struct DaemonTests {
                 try await Task.sleep(for: .milliseconds(Int.random(in: 300...1500)))
                 DaemonProcess.killNine(pid)
                 let store = try BackgroundStore(directory: daemon.state)
-                let checkpoint = store.resumeData(for: "task-\(taskID)")?.bytesOnDisk ?? 0
+                let checkpoint = store.resumeData(for: BackgroundTaskRecord.resumeKey(for: taskID))?.bytesOnDisk ?? 0
                 let ended = try store.task(taskID)?.state.isFinal == true
                 let before = server.requests(to: "/bytes/\(size)").count
                 pid = try await daemon.start()

@@ -1,12 +1,6 @@
 import Foundation
 import Synchronization
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -37,9 +31,10 @@ final class BackgroundLink: Sendable {
     private let isDiscretionary: Bool
     /// Whether this session receives events (it has a delegate).
     let attaches: Bool
+    /// The identifier, held while this session attaches.
+    private let claim: ProcessClaim?
 
     private struct State {
-        var lock: Int32?
         var closed = false
         /// Transfers waiting for their task's event, by daemon task id.
         var waiters: [Int64: CheckedContinuation<BackgroundEventRecord?, Never>] = [:]
@@ -89,44 +84,34 @@ final class BackgroundLink: Sendable {
         } catch {
             throw FerryError(.fileSystem, "Cannot create '\(downloads.path)'.", underlying: error)
         }
-        guard attaches else { return }
-        let path = sessions.appendingPathComponent("\(identifier).lock").path
-        let descriptor = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { throw FileSystem.error("Cannot open '\(path)'") }
-        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
-            Self.closeDescriptor(descriptor)
+        guard attaches else {
+            claim = nil
+            return
+        }
+        guard let claim = try ProcessClaim(file: sessions.appendingPathComponent("\(identifier).lock")) else {
             throw FerryError(
                 .unsupportedConfiguration,
                 "Another process is attached to the background session '\(identifier)'; one at a time, so that each event is delivered once."
             )
         }
-        state.withLock { $0.lock = descriptor }
+        self.claim = claim
     }
 
     deinit { close() }
 
     /// Stops polling and lets the identifier go (the session was invalidated).
     func close() {
-        let (descriptor, poller, waiters) = state.withLock { state in
+        let (poller, waiters) = state.withLock { state in
             defer {
                 state.closed = true
-                state.lock = nil
                 state.poller = nil
                 state.attachWaiters = []
             }
-            return (state.lock, state.poller, state.attachWaiters)
+            return (state.poller, state.attachWaiters)
         }
         poller?.cancel()
         for waiter in waiters { waiter.resume() }
-        if let descriptor { Self.closeDescriptor(descriptor) }
-    }
-
-    private static func closeDescriptor(_ descriptor: Int32) {
-        #if canImport(Glibc)
-        _ = Glibc.close(descriptor)
-        #elseif canImport(Darwin)
-        _ = Darwin.close(descriptor)
-        #endif
+        claim?.release()
     }
 
     // MARK: Attaching and events

@@ -85,5 +85,12 @@ package struct BackgroundTaskRecord: Codable, Sendable, Equatable {
     }
 
     /// The key of its resume data in the store.
-    package var resumeKey: String { "task-\(id ?? 0)" }
+    package var resumeKey: String { Self.resumeKey(for: id ?? 0) }
+
+    /// The key of task `id`'s resume data, and back.
+    package static func resumeKey(for id: Int64) -> String { "task-\(id)" }
+
+    package static func id(forResumeKey key: String) -> Int64? {
+        key.hasPrefix("task-") ? Int64(key.dropFirst(5)) : nil
+    }
 }

@@ -446,8 +446,9 @@ final class Transfer: Sendable {
         }
         let method = NIOHTTP1.HTTPMethod(rawValue: request.method.rawValue)
         var headers = try headers(for: request)
-        // Data and upload tasks may take compressed bodies; downloads never (see
-        // `Transfer.request(_:for:)`, which asks for identity).
+        // Data and upload tasks may have their bodies decoded; downloads never: they store
+        // the bytes as sent (`Transfer.request(_:for:)` asks for identity unless the request
+        // names a coding itself).
         let decompressing: Bool
         if case .download = origin.plan {
             decompressing = false

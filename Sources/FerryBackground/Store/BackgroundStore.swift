@@ -229,7 +229,7 @@ extension BackgroundStore: ResumeStorage {
                         "INSERT INTO resume (key, data) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET data = excluded.data",
                     arguments: [key, resumeData.encoded()]
                 )
-                if key.hasPrefix("task-"), let id = Int64(key.dropFirst(5)) {
+                if let id = BackgroundTaskRecord.id(forResumeKey: key) {
                     try db.execute(
                         sql: "UPDATE task SET bytesReceived = ?, bytesExpected = ? WHERE id = ?",
                         arguments: [resumeData.bytesOnDisk, resumeData.totalLength, id]
