@@ -150,9 +150,7 @@ struct BackgroundSessionTests {
             let daemon = try DaemonProcess()
             let pid = try await daemon.start()
             defer { DaemonProcess.killNine(pid) }
-            var configuration = SessionConfiguration.background(identifier: "refusals")
-            configuration.backgroundDaemon.stateDirectory = daemon.state
-            configuration.backgroundDaemon.socket = daemon.socket
+            var configuration = daemon.backgroundConfiguration(identifier: "refusals")
             configuration.backgroundDaemon.startsDaemon = false
             let session = try Session(configuration: configuration, delegate: QuietDelegate())
             await #expect {
@@ -177,9 +175,7 @@ struct BackgroundTaskControlTests {
             let daemon = try DaemonProcess()
             let pid = try await daemon.start()
             defer { DaemonProcess.killNine(pid) }
-            var configuration = SessionConfiguration.background(identifier: "control")
-            configuration.backgroundDaemon.stateDirectory = daemon.state
-            configuration.backgroundDaemon.socket = daemon.socket
+            let configuration = daemon.backgroundConfiguration(identifier: "control")
             let session = try Session(configuration: configuration, delegate: QuietDelegate())
             let task = session.downloadTask(with: server.url("/bytes/1500000?seed=4&drip=16384&interval=20"))
             task.resume()
@@ -222,9 +218,7 @@ struct BackgroundUploadTests {
             defer { DaemonProcess.killNine(pid) }
             let file = daemon.directory.appendingPathComponent("upload.bin")
             try TestContent.data(size: 700_000, seed: 9).write(to: file)
-            var configuration = SessionConfiguration.background(identifier: "uploads")
-            configuration.backgroundDaemon.stateDirectory = daemon.state
-            configuration.backgroundDaemon.socket = daemon.socket
+            let configuration = daemon.backgroundConfiguration(identifier: "uploads")
             let session = try Session(configuration: configuration, delegate: QuietDelegate())
             var request = URLRequest(url: server.url("/sink"))
             request.httpMethod = "PUT"

@@ -18,6 +18,14 @@ struct DaemonProcess {
 
     init() throws { directory = try makeTemporaryDirectory("daemon") }
 
+    /// A background session's configuration that uses this daemon.
+    func backgroundConfiguration(identifier: String) -> SessionConfiguration {
+        var configuration = SessionConfiguration.background(identifier: identifier)
+        configuration.backgroundDaemon.stateDirectory = state
+        configuration.backgroundDaemon.socket = socket
+        return configuration
+    }
+
     /// Starts the daemon and waits until it answers.
     func start() async throws -> pid_t {
         let pid = try ProcessRunner.spawn(
