@@ -139,7 +139,8 @@ struct Responder {
     // MARK: Content with ranges, validators and faults
 
     /// Serves deterministic content. Query options: `seed`, `etag=none|weak`, `lastmod=none`,
-    /// `ignore-range`, `short206=N`, `close-after=N`, `lie-length=N`, `drip=N&interval=MS`,
+    /// `ignore-range`, `short206=N`, `close-after=N`, `stall-at=N` (to a request without Range:
+    /// send nothing from byte N on, until the client leaves), `lie-length=N`, `drip=N&interval=MS`,
     /// `type=`, `filename=`, `disposition=` (raw header), `chunked` (no Content-Length).
     private func content(size: Int64, name: String?, seed fixedSeed: UInt64? = nil) async throws -> Bool {
         let seed = fixedSeed ?? UInt64(request.queryInt("seed") ?? 0)
@@ -203,6 +204,8 @@ struct Responder {
             return true
         }
         let closeAfter = request.queryInt("close-after")
+        // A range (a resume) is never held up.
+        let stallAt = request.headers.first(name: "range") == nil ? request.queryInt("stall-at") : nil
         let drip = request.queryInt("drip")
         let interval = request.queryInt("interval") ?? 100
         var offset = range.lowerBound
@@ -212,6 +215,11 @@ struct Responder {
             chunk = min(chunk, range.upperBound - offset)
             if let closeAfter { chunk = min(chunk, closeAfter - sent) }
             if chunk <= 0 { return false }
+            if let stallAt, offset < stallAt { chunk = min(chunk, stallAt - offset) }
+            if let stallAt, offset == stallAt {
+                try await stallUntilTheClientLeaves()
+                return false
+            }
             var buffer = ByteBufferAllocator().buffer(capacity: Int(chunk))
             TestContent.write(offset..<(offset + chunk), seed: seed, into: &buffer)
             try await outbound.write(.body(.byteBuffer(buffer)))
@@ -223,6 +231,15 @@ struct Responder {
         if announced != Int64(range.count) { return false }
         try await outbound.write(.end(nil))
         return true
+    }
+
+    /// Sends nothing more until the client closes the connection (at most two minutes):
+    /// an empty write every 20 ms notices when it has.
+    private func stallUntilTheClientLeaves() async throws {
+        for _ in 0..<6000 {
+            try await Task.sleep(for: .milliseconds(20))
+            try await outbound.write(.body(.byteBuffer(ByteBuffer())))
+        }
     }
 
     /// RFC 9110 §13.1.5: a Range is honoured only if If-Range is absent or matches the

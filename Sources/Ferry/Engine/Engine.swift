@@ -152,13 +152,6 @@ final class Engine: Sendable {
         if let bridge { Task { await bridge.shutdown() } }
     }
 
-    /// Returns after every event loop of the group has run the work queued on it so far.
-    static func drainEventLoops() async {
-        for loop in MultiThreadedEventLoopGroup.singleton.makeIterator() {
-            try? await loop.submit {}.get()
-        }
-    }
-
     func shutdown() async {
         for client in clients.values { try? await client.shutdown() }
         await bridge?.shutdown()

@@ -18,9 +18,13 @@ final class PartialFile {
     /// Bytes from the start of the file that this download has written or kept.
     private(set) var length: Int64 = 0
 
-    /// Creates a new, empty partial file in `directory` (created 0700 if missing).
+    /// Creates a new, empty partial file in `directory` (created 0700 if missing; see
+    /// ``FileSystem/preparePartialsDirectory(_:isDefault:)``).
     init(in directory: URL) throws {
-        try FileSystem.createDirectory(directory, mode: 0o700)
+        try FileSystem.preparePartialsDirectory(
+            directory,
+            isDefault: directory == SessionConfiguration.defaultDownloadsDirectory
+        )
         let name = ".ferry-\(UUID().uuidString.lowercased()).partial"
         url = directory.appendingPathComponent(name, isDirectory: false)
         descriptor = open(url.path, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0o600)
@@ -149,6 +153,32 @@ enum FileSystem {
         }
     }
 
+    /// Creates `directory` for partial files (0700) if missing, and refuses one that another
+    /// user could have prepared.
+    ///
+    /// The default directory (`ferry-downloads-UID` in the temporary directory) must be this
+    /// user's own, a real directory (not a link), with no access for group or others. A
+    /// directory the caller chose is checked only where everyone may create files (its
+    /// parent is writable by all, as `/tmp`): there it must be this user's, not a link, and
+    /// not writable by group or others.
+    static func preparePartialsDirectory(_ directory: URL, isDefault: Bool) throws {
+        try createDirectory(directory, mode: 0o700)
+        var parent = stat()
+        let sharedParent =
+            stat(directory.deletingLastPathComponent().path, &parent) == 0 && parent.st_mode & S_IWOTH != 0
+        guard isDefault || sharedParent else { return }
+        var info = stat()
+        let forbidden: mode_t = isDefault ? 0o077 : 0o022
+        guard lstat(directory.path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR, info.st_uid == geteuid(),
+            info.st_mode & forbidden == 0
+        else {
+            throw FerryError(
+                .fileSystem,
+                "'\(directory.path)' is not a private directory of this user (another owner, a link, or open to others): partial downloads are kept only in one. Remove it, or choose another downloadsDirectory."
+            )
+        }
+    }
+
     /// Moves a finished file to `destination` so that it appears there only complete.
     ///
     /// `rename(2)` when source and destination share a file system: one step, atomic, and it
@@ -158,6 +188,13 @@ enum FileSystem {
     /// before the new one is complete.
     static func moveFile(from source: URL, to destination: URL, createDirectories: Bool, replace: Bool) throws {
         let parent = destination.deletingLastPathComponent()
+        // A device, FIFO or socket is never renamed over (that replaced /dev/null once).
+        if SequentialOutput.isSequential(destination) {
+            throw FerryError(
+                .fileSystem,
+                "'\(destination.path)' is not a regular file: a finished download replaces only regular files."
+            )
+        }
         if createDirectories { try createDirectory(parent, mode: 0o755) }
         var info = stat()
         if lstat(destination.path, &info) == 0 {
@@ -223,16 +260,10 @@ enum FileSystem {
         guard descriptor >= 0 else { throw error("Cannot write '\(temporary.path)'") }
         do {
             defer { close(descriptor) }
-            try data.withUnsafeBytes { bytes in
-                var done = 0
-                while done < bytes.count {
-                    let result = write(descriptor, bytes.baseAddress! + done, bytes.count - done)
-                    if result < 0 {
-                        if errno == EINTR { continue }
-                        throw error("Cannot write '\(temporary.path)'")
-                    }
-                    done += result
-                }
+            do {
+                try data.withUnsafeBytes { try writeAll(descriptor, $0) }
+            } catch let failure as CallError {
+                throw Self.error("Cannot write '\(temporary.path)'", code: failure.code)
             }
             guard fsync(descriptor) == 0 else { throw error("Cannot flush '\(temporary.path)'") }
             guard rename(temporary.path, url.path) == 0 else { throw error("Cannot write '\(url.path)'") }
@@ -259,14 +290,10 @@ enum FileSystem {
                 throw error("Cannot read '\(source.path)'")
             }
             if count == 0 { break }
-            var offset = 0
-            while offset < count {
-                let written = write(output, buffer + offset, count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    throw error("Cannot write '\(target.path)'")
-                }
-                offset += written
+            do {
+                try writeAll(output, UnsafeRawBufferPointer(start: buffer, count: count))
+            } catch {
+                throw Self.error("Cannot write '\(target.path)'", code: error.code)
             }
         }
         guard fsync(output) == 0 else { throw error("Cannot flush '\(target.path)'") }

@@ -16,7 +16,8 @@ import Synchronization
 /// is woken once per ``wakeBytes`` (or after ``wakeDelay`` for a slow trickle), not per
 /// buffer, and the loop stops reading only while the buffer is full.
 ///
-/// Only for requests without a body (downloads, GETs): see `Transfer.exchange`.
+/// Every request goes through it; a request body is fed by a ``RequestBodyPump``, which the
+/// stream stops when the response is over.
 ///
 /// Lifecycle: ``start(_:on:)`` once; then ``head()``; then ``body``, iterated once, or
 /// ``abandon()``, which closes the connection if the response is not complete. Always call
@@ -63,12 +64,14 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
     private let state = Mutex(State())
     /// Called on the event loop whenever bytes arrive (the idle timeout's clock).
     private let onActivity: @Sendable () -> Void
+    /// Feeds the request's body, if it has one.
+    let pump = RequestBodyPump()
 
     init(onActivity: @escaping @Sendable () -> Void) {
         self.onActivity = onActivity
     }
 
-    /// Sends `request`, which has no body.
+    /// Sends `request` (whose body, if any, is fed by ``pump``).
     func start(_ request: HTTPClient.Request, on client: HTTPClient) {
         let task = client.execute(request: request, delegate: self, eventLoop: .indifferent, deadline: nil)
         let cancel = state.withLock { state -> Bool in
@@ -140,6 +143,7 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
         headWaiter?.resume(throwing: CancellationError())
         bodyWaiter?.resume(throwing: CancellationError())
         task?.cancel()
+        pump.stop()
     }
 
     /// When the request's last byte was written, if it was.
@@ -215,6 +219,7 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
 
     /// The response ended: a waiting task gets the rest (bytes before an error come first).
     private func finish(_ end: Result<Void, any Error>) {
+        pump.stop()
         let (headWaiter, bodyWaiter, demand) = state.withLock { state in
             if state.end == nil { state.end = end }
             var bodyWaiter:
@@ -248,15 +253,14 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
     }
 }
 
-/// A response body as the server sent it, in buffers: read ahead by a ``ResponseStream``, or
-/// AsyncHTTPClient's own body for requests that had one. The sequence ends when the response
-/// did, or throws its error. Iterate it once; call ``abandon()`` when done with it.
+/// A response body as the server sent it, in buffers read ahead by a ``ResponseStream`` (or
+/// already read whole). The sequence ends when the response did, or throws its error.
+/// Iterate it once; call ``abandon()`` when done with it.
 struct ResponseBody: AsyncSequence, Sendable {
     typealias Element = ByteBuffer
 
     private enum Source: Sendable {
         case stream(ResponseStream)
-        case client(HTTPClientResponse.Body)
         /// Read already, whole.
         case buffered(CircularBuffer<ByteBuffer>)
     }
@@ -265,14 +269,12 @@ struct ResponseBody: AsyncSequence, Sendable {
     private let tally = ByteTally()
 
     init(_ stream: ResponseStream) { source = .stream(stream) }
-    init(_ body: HTTPClientResponse.Body) { source = .client(body) }
     init(buffered buffers: CircularBuffer<ByteBuffer>) { source = .buffered(buffers) }
 
     /// Bytes handed out so far by iterators of this body.
     var bytesRead: Int64 { tally.value }
 
-    /// Stops reading: closes the connection unless the response is complete. (A client body
-    /// does so by itself when its iterator goes away.)
+    /// Stops reading: closes the connection unless the response is complete.
     func abandon() {
         if case .stream(let stream) = source { stream.abandon() }
     }
@@ -280,20 +282,17 @@ struct ResponseBody: AsyncSequence, Sendable {
     struct AsyncIterator: AsyncIteratorProtocol {
         private let stream: ResponseStream?
         private let tally: ByteTally
-        private var client: HTTPClientResponse.Body.AsyncIterator?
         /// Buffers taken from the stream, not yet returned.
         private var pending = CircularBuffer<ByteBuffer>()
         private var ended = false
 
         fileprivate init(
             stream: ResponseStream?,
-            client: HTTPClientResponse.Body?,
             buffered: CircularBuffer<ByteBuffer> = [],
             tally: ByteTally
         ) {
             self.stream = stream
             self.tally = tally
-            self.client = client?.makeAsyncIterator()
             self.pending = buffered
         }
 
@@ -304,7 +303,6 @@ struct ResponseBody: AsyncSequence, Sendable {
         }
 
         private mutating func nextBuffer() async throws -> ByteBuffer? {
-            if client != nil { return try await client?.next() }
             if let buffer = pending.popFirst() { return buffer }
             guard !ended, let stream else { return nil }
             pending = try await stream.take()
@@ -318,9 +316,8 @@ struct ResponseBody: AsyncSequence, Sendable {
 
     func makeAsyncIterator() -> AsyncIterator {
         switch source {
-        case .stream(let stream): AsyncIterator(stream: stream, client: nil, tally: tally)
-        case .client(let body): AsyncIterator(stream: nil, client: body, tally: tally)
-        case .buffered(let buffers): AsyncIterator(stream: nil, client: nil, buffered: buffers, tally: tally)
+        case .stream(let stream): AsyncIterator(stream: stream, tally: tally)
+        case .buffered(let buffers): AsyncIterator(stream: nil, buffered: buffers, tally: tally)
         }
     }
 }

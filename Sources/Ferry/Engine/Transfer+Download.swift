@@ -23,6 +23,9 @@ extension Transfer {
     /// for the rest after short answers, retrying transient failures by resuming, and
     /// checkpointing so that a crash loses at most one checkpoint interval.
     func download(delivery: DownloadDelivery, resume explicitResume: ResumeData?) async throws -> TaskOutcome {
+        if case .destination(let destination) = delivery, let output = try SequentialOutput.make(for: destination) {
+            return try await download(inOrderTo: output)
+        }
         var claim: DestinationLock?
         if case .destination(let destination) = delivery, let target = destination.fixedURL {
             if destination.options.contains(.createIntermediateDirectories) {
@@ -76,9 +79,11 @@ extension Transfer {
                 let attempt = Self.request(request, for: plan)
                 do {
                     let step: DownloadStep = try await send(attempt, body: nil) { body, head in
-                        // Later requests go straight to where the resource was found; its
-                        // identity is its validator and length, not its URL.
-                        request.url = head.url
+                        // Later requests go straight to the hop that answered (the resource's
+                        // identity is its validator and length, not its URL), carrying exactly
+                        // what that hop carried: after a hop to another origin, none of the
+                        // credentials that were given for the first one.
+                        request = task.currentRequest
                         return try await handle(
                             head,
                             body: body,

@@ -28,6 +28,9 @@ final class Transfer: Sendable {
 
     /// The task's place in its origin's admission queue, taken when it was resumed.
     private let admission: HostLimiter.Reservation?
+    /// A download written in order (not stored for resuming) is decoded as a data task's
+    /// body is; other downloads keep the bytes as sent.
+    let decodesDownload = Atomic(false)
 
     init(task: SessionTask, session: Session, admission: HostLimiter.Reservation? = nil) {
         self.session = session
@@ -128,7 +131,9 @@ final class Transfer: Sendable {
         )
         let userAuthorization = hops.request.value(forHTTPHeaderField: "Authorization") != nil
         let userCookies = hops.request.value(forHTTPHeaderField: "Cookie") != nil
-        let home = hops.request.url.map(Origin.init)
+        // The origin the session's credential was given for: the task's own, also for a
+        // retry that starts at a later hop.
+        let home = origin.originalRequest.url.map(Origin.init)
         while true {
             try await origin.waitWhilePaused()
             guard let url = hops.request.url else { throw FerryError(.invalidURL, "The request has no URL.") }
@@ -167,7 +172,7 @@ final class Transfer: Sendable {
                     let response = try await exchange(currentRequest, body: currentBody)
                     responded = true
                     transaction.responseStartDate = Date()
-                    transaction.requestEndDate = response.stream?.requestSentAt ?? transaction.responseStartDate
+                    transaction.requestEndDate = response.stream.requestSentAt ?? transaction.responseStartDate
                     transaction.networkProtocolName = response.head.version.major >= 2 ? "h2" : "http/1.1"
                     if let connection = response.connection { transaction.record(connection) }
                     defer {
@@ -431,10 +436,9 @@ final class Transfer: Sendable {
         } catch {}
     }
 
-    /// Sends one request and waits for its response head. A request without a body goes
-    /// through ``ResponseStream`` (the event loop reads ahead: the fast path downloads take);
-    /// a request with a body goes through AsyncHTTPClient's async API, which streams it from
-    /// ``CountingChunks``.
+    /// Sends one request and waits for its response head, through ``ResponseStream`` (the
+    /// event loop reads ahead); a body streams from ``CountingChunks`` through the stream's
+    /// ``RequestBodyPump``, which ends it with its last byte.
     private func exchange(
         _ request: URLRequest,
         body: RequestBody?
@@ -446,12 +450,12 @@ final class Transfer: Sendable {
         }
         let method = NIOHTTP1.HTTPMethod(rawValue: request.method.rawValue)
         var headers = try headers(for: request)
-        // Data and upload tasks may have their bodies decoded; downloads never: they store
-        // the bytes as sent (`Transfer.request(_:for:)` asks for identity unless the request
-        // names a coding itself).
+        // Data and upload tasks may have their bodies decoded; downloads to files never: they
+        // store the bytes as sent (`Transfer.request(_:for:)` asks for identity unless the
+        // request names a coding itself).
         let decompressing: Bool
         if case .download = origin.plan {
-            decompressing = false
+            decompressing = decodesDownload.load(ordering: .relaxed)
         } else {
             decompressing = configuration.automaticDecompression
         }
@@ -491,8 +495,8 @@ final class Transfer: Sendable {
     private struct Exchange {
         var head: HTTPResponseHead
         var body: ResponseBody
-        /// Set for requests without a body (the fast path), which knows when it was sent.
-        var stream: ResponseStream?
+        /// The stream the response came through, which knows when the request was sent.
+        var stream: ResponseStream
         /// Set for requests that went through the bridge.
         var connection: BridgedConnection?
     }
@@ -504,36 +508,34 @@ final class Transfer: Sendable {
         route: (url: URL, host: String?, bridged: Bool),
         client: HTTPClient,
         tls tlsConfiguration: TLSConfiguration?
-    ) async throws -> (head: HTTPResponseHead, body: ResponseBody, stream: ResponseStream?) {
-        guard let body else {
-            let task = origin
-            let stream = ResponseStream(onActivity: { task.touch() })
-            stream.start(
-                try HTTPClient.Request(
-                    url: route.url,
-                    method: method,
-                    headers: headers,
-                    body: nil,
-                    tlsConfiguration: tlsConfiguration
-                ),
-                on: client
-            )
-            do {
-                return (try await stream.head(), ResponseBody(stream), stream)
-            } catch {
-                stream.abandon()
-                throw error
+    ) async throws -> (head: HTTPResponseHead, body: ResponseBody, stream: ResponseStream) {
+        let task = origin
+        let stream = ResponseStream(onActivity: { task.touch() })
+        var requestBody: HTTPClient.Body?
+        if let body {
+            let chunks = CountingChunks(base: body.chunks(), task: task, length: body.length)
+            let pump = stream.pump
+            let eventLoop = client.eventLoopGroup.any()
+            requestBody = .stream(contentLength: body.length) { writer in
+                pump.start(chunks, length: body.length, writer: writer, on: eventLoop)
             }
         }
-        var clientRequest = HTTPClientRequest(url: route.url.absoluteString)
-        clientRequest.method = method
-        clientRequest.headers = headers
-        clientRequest.tlsConfiguration = tlsConfiguration
-        let chunks = CountingChunks(base: body.chunks(), task: origin, length: body.length)
-        clientRequest.body = .stream(chunks, length: body.length.map { .known($0) } ?? .unknown)
-        let response = try await client.execute(clientRequest, deadline: .distantFuture)
-        let head = HTTPResponseHead(version: response.version, status: response.status, headers: response.headers)
-        return (head, ResponseBody(response.body), nil)
+        stream.start(
+            try HTTPClient.Request(
+                url: route.url,
+                method: method,
+                headers: headers,
+                body: requestBody,
+                tlsConfiguration: tlsConfiguration
+            ),
+            on: client
+        )
+        do {
+            return (try await stream.head(), ResponseBody(stream), stream)
+        } catch {
+            stream.abandon()
+            throw error
+        }
     }
 
     /// The request's header fields after the session's, without framing headers (the client
@@ -784,18 +786,10 @@ struct CountingChunks: AsyncSequence, Sendable {
         let task: SessionTask
         let length: Int64?
         var throttle = ProgressThrottle()
-        var started = false
         var sent: Int64 = 0
 
         mutating func next() async throws -> ByteBuffer? {
             try await task.waitWhilePaused()
-            // AsyncHTTPClient hands each chunk to the event loop and asks for the next one
-            // before the loop has written it and reported back-pressure; a fast source (a
-            // file in the page cache) would queue the whole body in memory. Waiting for one
-            // round trip through every event loop lets queued writes run first, so at most
-            // a chunk or two is in flight.
-            if started { await Engine.drainEventLoops() }
-            started = true
             if let chunk = try await base.next() {
                 let count = Int64(chunk.readableBytes)
                 sent += count

@@ -60,7 +60,11 @@ public struct SessionConfiguration: Sendable {
     public var maximumInMemoryBodySize: Int64 = 64 * 1024 * 1024
 
     /// Where partial downloads are written while they run. The session creates it (mode 0700).
-    /// Default: `ferry-downloads` in the system's temporary directory.
+    /// Default: `ferry-downloads-UID` in the system's temporary directory, one per user, which
+    /// must be this user's, not a link, and closed to group and others; another directory,
+    /// where everyone may create files (in `/tmp`), must be this user's and not writable by
+    /// others. Otherwise the download fails with ``FerryError/Reason/fileSystem``. (Not
+    /// `$XDG_RUNTIME_DIR`: a small memory file system, emptied at logout.)
     public var downloadsDirectory: URL
 
     /// How failed downloads are retried (by resuming them). Default ``RetryPolicy/default``:
@@ -130,8 +134,12 @@ public struct SessionConfiguration: Sendable {
     init(kind: Kind) {
         self.kind = kind
         self.cookieStore = kind == .ephemeral ? CookieStore() : .shared
-        self.downloadsDirectory = FileManager.default.temporaryDirectory
-            .appendingPathComponent("ferry-downloads", isDirectory: true)
+        self.downloadsDirectory = Self.defaultDownloadsDirectory
+    }
+
+    /// `ferry-downloads-UID` in the temporary directory: one private directory per user.
+    static var defaultDownloadsDirectory: URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("ferry-downloads-\(geteuid())", isDirectory: true)
     }
 
     /// The default configuration.

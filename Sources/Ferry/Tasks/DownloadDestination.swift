@@ -7,9 +7,16 @@ public import Foundation
 /// flushed, and renamed into place. A failed move fails the task and is published as
 /// ``TaskEvent/failedToMoveDownload(_:)``.
 ///
+/// Not every destination is a file to replace. A ``file(_:options:)`` that names an existing
+/// character device, FIFO or socket, or any path under `/dev` or `/proc` (`/dev/null`,
+/// `/dev/stdout`), is never renamed over, created or truncated: the body is written into it
+/// in order as it arrives, as ``stream(to:)`` does. Such a download has no partial file and
+/// cannot be resumed.
+///
 /// ```swift
 /// session.downloadTask(with: url, to: .file(URL(fileURLWithPath: "out.iso")))
 /// session.downloadTask(with: url, to: .directory(downloads))   // server-suggested, sanitized name
+/// session.downloadTask(with: url, to: .stream(to: .standardOutput))
 /// ```
 public struct DownloadDestination: Sendable {
     /// How to treat the destination's surroundings.
@@ -27,6 +34,8 @@ public struct DownloadDestination: Sendable {
     /// The destination when it is known before the response (``file(_:options:)``): the
     /// download claims it for its whole run.
     let fixedURL: URL?
+    /// An open handle the body is written into in order (``stream(to:)``).
+    let handle: FileHandle?
 
     /// A destination chosen by `resolve` from the temporary file and the response.
     public init(
@@ -36,12 +45,39 @@ public struct DownloadDestination: Sendable {
         self.resolve = resolve
         self.options = options
         self.fixedURL = nil
+        self.handle = nil
     }
 
-    private init(fixed url: URL, options: Options) {
+    private init(fixed url: URL, options: Options, handle: FileHandle? = nil) {
         self.resolve = { _, _ in url }
         self.options = options
         self.fixedURL = url
+        self.handle = handle
+    }
+
+    /// Whether the body is written into this destination in order rather than into a partial
+    /// file renamed over it: ``stream(to:)``, or a ``file(_:options:)`` that is a device,
+    /// FIFO or socket or lies under `/dev` or `/proc`. Such a download cannot be resumed.
+    public var isWrittenInOrder: Bool {
+        if handle != nil { return true }
+        return fixedURL.map(SequentialOutput.isSequential) ?? false
+    }
+
+    /// Writes the body into `handle` in order, as the bytes arrive: standard output, a pipe,
+    /// a socket, a device.
+    ///
+    /// Nothing is buffered beyond a bounded read-ahead, and nothing is written to disk
+    /// first. There is no partial file and no resume: a failure is retried (per the retry
+    /// policy) only while no byte has been written, and is final after that. With
+    /// ``SessionConfiguration/automaticDecompression`` the body is asked for with
+    /// `Accept-Encoding: gzip, deflate` and written decoded, as a data task's. The handle is
+    /// not closed. The task's file URL is the handle's `/dev/fd/N`.
+    public static func stream(to handle: FileHandle) -> DownloadDestination {
+        DownloadDestination(
+            fixed: URL(fileURLWithPath: "/dev/fd/\(handle.fileDescriptor)"),
+            options: [],
+            handle: handle
+        )
     }
 
     /// A fixed file.

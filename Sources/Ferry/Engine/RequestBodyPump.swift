@@ -1,0 +1,97 @@
+import AsyncHTTPClient
+import NIOCore
+import Synchronization
+
+/// Feeds a request body to AsyncHTTPClient's stream writer, and ends it the moment its last
+/// byte is handed over.
+///
+/// Why it exists: a server may answer as soon as it has read the whole body, and close the
+/// connection (gunicorn does, with `Connection: close`). AsyncHTTPClient treats a response
+/// that ends with the connection while the request body is still open as
+/// `remoteConnectionClosed`, even when the response is complete. A body of known length must
+/// therefore send its end right after its last chunk, with no round trip between them: the
+/// pump calls the writer for the last chunk and completes the body at once, without waiting
+/// for back-pressure, so AsyncHTTPClient queues the end on the event loop directly behind the
+/// last bytes. Earlier chunks wait for the writer's future (the connection's back-pressure),
+/// so at most about one chunk is in flight beyond the socket's buffer.
+///
+/// A body of unknown length is sent chunked: its end is the terminating chunk, which the
+/// server needs before it can answer, so there is no race to avoid there.
+///
+/// Lifecycle: ``start(_:length:writer:on:)`` once, from the stream closure of the request
+/// body; ``stop()`` when the response is over (or abandoned): the pump stops waiting and
+/// reading. Thread-safe.
+final class RequestBodyPump: Sendable {
+    private struct State: Sendable {
+        var waiter: CheckedContinuation<Void, any Error>?
+        var task: Task<Void, Never>?
+        var stopped = false
+    }
+
+    private let state = Mutex(State())
+
+    /// Starts pumping `chunks` into `writer`; the returned future completes when the body
+    /// has ended (or failed), as AsyncHTTPClient's stream closure expects.
+    func start(
+        _ chunks: CountingChunks,
+        length: Int64?,
+        writer: HTTPClient.Body.StreamWriter,
+        on eventLoop: any EventLoop
+    ) -> EventLoopFuture<Void> {
+        let done = eventLoop.makePromise(of: Void.self)
+        let task = Task {
+            do {
+                var iterator = chunks.makeAsyncIterator()
+                var sent: Int64 = 0
+                while let chunk = try await iterator.next() {
+                    sent += Int64(chunk.readableBytes)
+                    let written = writer.write(.byteBuffer(chunk))
+                    // The last byte is handed over: end the body now (see the type's comment).
+                    if let length, sent >= length { break }
+                    try await wait(for: written)
+                }
+                done.succeed()
+            } catch {
+                done.fail(error)
+            }
+        }
+        let stopped = state.withLock { state in
+            state.task = task
+            return state.stopped
+        }
+        if stopped { task.cancel() }
+        return done.futureResult
+    }
+
+    /// The response is over: stop waiting for the writer and reading the body.
+    func stop() {
+        let (waiter, task) = state.withLock { state in
+            state.stopped = true
+            defer { state.waiter = nil }
+            return (state.waiter, state.task)
+        }
+        task?.cancel()
+        waiter?.resume(throwing: CancellationError())
+    }
+
+    /// Waits for `future`, or until ``stop()``.
+    private func wait(for future: EventLoopFuture<Void>) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let stopped = state.withLock { state in
+                if !state.stopped { state.waiter = continuation }
+                return state.stopped
+            }
+            if stopped {
+                continuation.resume(throwing: CancellationError())
+                return
+            }
+            future.whenComplete { result in
+                let waiter = self.state.withLock { state in
+                    defer { state.waiter = nil }
+                    return state.waiter
+                }
+                waiter?.resume(with: result)
+            }
+        }
+    }
+}

@@ -1,0 +1,87 @@
+import Foundation
+import NIOCore
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+extension Transfer {
+    /// Downloads into a destination that is written in order and never replaced (see
+    /// ``SequentialOutput``): standard output, a pipe, a device, a FIFO.
+    ///
+    /// No partial file, no checkpoints, no resume. A failure is retried (the retry policy's
+    /// decision, each retry a new request from the original one, so every redirect hop is
+    /// judged again) only while no byte has been written: a retry after that would repeat
+    /// bytes the reader already has.
+    func download(inOrderTo output: SequentialOutput) async throws -> TaskOutcome {
+        decodesDownload.store(configuration.automaticDecompression, ordering: .relaxed)
+        let policy = task.retryPolicy ?? configuration.retryPolicy
+        var retries = 0
+        var progress = DownloadProgress(resumed: false)
+        var request = task.originalRequest
+        // Without decoding, the bytes are written as sent: ask for them uncoded.
+        if !configuration.automaticDecompression, request.value(forHTTPHeaderField: "Accept-Encoding") == nil {
+            request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
+        }
+        while true {
+            do {
+                try await send(request, body: nil) { body, head in
+                    try await write(head, body: body, inOrderTo: output, progress: &progress)
+                }
+                break
+            } catch {
+                let failure = ferryError(from: error)
+                if Task.isCancelled || failure.reason == .cancelled || output.written > 0 { throw failure }
+                retries += 1
+                guard let delay = policy.delay(beforeRetry: retries, after: failure) else { throw failure }
+                task.publish(.willRetry(attempt: retries, delay: delay, error: failure))
+                try await Task.sleep(for: .seconds(delay))
+            }
+        }
+        guard task.transferWillFinish() else { throw CancellationError() }
+        return .file(output.url)
+    }
+
+    /// Writes one response's body into `output` as it arrives; an error status's body is
+    /// never written.
+    private func write(
+        _ head: HTTPResponse,
+        body: ResponseBody,
+        inOrderTo output: SequentialOutput,
+        progress: inout DownloadProgress
+    ) async throws {
+        // 206 is an answer only to a range the caller asked for itself.
+        let askedForRange = task.originalRequest.value(forHTTPHeaderField: "Range") != nil
+        guard head.isSuccess, head.statusCode != 206 || askedForRange else {
+            throw await statusError(head, body: body)
+        }
+        progress.announceResponse(head, task: task)
+        // A decoded body's length is not the Content-Length of the coded one.
+        let coded = head.headers["Content-Encoding"].map { !$0.isEmpty && $0.lowercased() != "identity" } ?? false
+        let expected = coded ? nil : head.expectedBodyLength(forMethod: task.originalRequest.method)
+        task.setDownloadPosition(0, expected: expected)
+        var throttle = ProgressThrottle()
+        var written: Int64 = 0
+        var iterator = body.makeAsyncIterator()
+        while true {
+            try await task.waitWhilePaused()
+            guard let chunk = try await iterator.next() else { break }
+            let count = Int64(chunk.readableBytes)
+            if let expected, written + count > expected {
+                throw FerryError(.badServerResponse, "The server sent more bytes than its headers announced.")
+            }
+            try chunk.withUnsafeReadableBytes { try output.write($0) }
+            written += count
+            let due = throttle.add(count)
+            task.didWrite(bytes: count, publish: due != nil, unpublished: due ?? 0)
+        }
+        if let rest = throttle.flush() { task.didWrite(bytes: 0, publish: true, unpublished: rest) }
+        if let expected, written < expected {
+            throw FerryError(
+                .badServerResponse,
+                "The body ended after \(written) of \(expected) bytes.",
+                response: head
+            )
+        }
+    }
+}
