@@ -2,13 +2,45 @@ import ArgumentParser
 import Ferry
 import Foundation
 
-/// How every `ferry` command reaches the server: credentials, proxy, cookie file.
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// How every `ferry` command reaches the server: credentials, proxy, cookies.
 struct ConnectionOptions: ParsableArguments {
     @Option(
         name: [.customShort("u"), .customLong("user")],
-        help: "Credentials, 'user:password': answer the server's Digest or Basic challenge (never sent unasked)."
+        help:
+            "Credentials, 'user:password': sent as Basic at once, to the URL's origin only (curl's default); with --digest or --anyauth they answer the server's challenge instead."
     )
     var user: String?
+
+    @Flag(name: .customLong("basic"), help: "Send -u's credentials as Basic at once (the default).")
+    var basic = false
+
+    @Flag(name: .customLong("digest"), help: "Use -u's credentials only to answer a Digest challenge.")
+    var digest = false
+
+    @Flag(
+        name: .customLong("anyauth"),
+        help: "Use -u's credentials only to answer the server's challenge, Digest or Basic."
+    )
+    var anyAuth = false
+
+    @Flag(
+        name: [.customShort("n"), .customLong("netrc")],
+        help: "Read the URL host's credentials from ~/.netrc (when -u gives none)."
+    )
+    var netrc = false
+
+    @Flag(name: .customLong("netrc-optional"), help: "Like -n, and no error when the file is missing.")
+    var netrcOptional = false
+
+    @Option(
+        name: .customLong("netrc-file"),
+        help: "Read the credentials from this netrc file instead of ~/.netrc (it must not be readable by others)."
+    )
+    var netrcFile: String?
 
     @Option(
         name: [.customShort("x"), .customLong("proxy")],
@@ -20,14 +52,18 @@ struct ConnectionOptions: ParsableArguments {
     var noProxy: String?
 
     @Option(
-        name: [.customShort("b"), .customLong("cookies")],
-        help: "Cookie file (JSON, created if missing): cookies in it are sent, cookies received are saved to it."
+        name: [.customShort("b"), .customLong("cookie"), .customLong("cookies")],
+        help: ArgumentHelp(
+            "Cookies to send: 'name=value; name2=value2' (to the URL's host only), or a cookie file to read (Netscape cookies.txt, as curl and browsers write it).",
+            valueName: "data|file"
+        )
     )
-    var cookieFile: String?
+    var cookie: String?
 
     @Option(
         name: .customLong("cookie-jar"),
-        help: "Write the cookies kept at the end (those with an expiry, -b's included) to this file (curl's -c)."
+        help:
+            "Write every cookie kept at the end, session cookies and -b's included, to this file in Netscape format (curl's -c), mode 0600."
     )
     var cookieJar: String?
 
@@ -48,11 +84,25 @@ struct ConnectionOptions: ParsableArguments {
 
     func validate() throws {
         if let proxy, Proxy(address: proxy) == nil { throw ValidationError("'\(proxy)' is not a proxy address.") }
+        if [basic, digest, anyAuth].filter({ $0 }).count > 1 {
+            throw ValidationError("Choose one of --basic, --digest and --anyauth.")
+        }
     }
 
-    /// Puts these options into `configuration` for a request to `url`.
-    func apply(to configuration: inout SessionConfiguration, for url: URL) throws {
-        configuration.credential = CommandRequest.credential(from: user)
+    /// Puts these options into `configuration` and `request` for a request to `url`.
+    func apply(to configuration: inout SessionConfiguration, for url: URL, request: inout URLRequest) throws {
+        if let credential = try credential(for: url) {
+            if digest || anyAuth {
+                configuration.credential = credential
+            } else if request.value(forHTTPHeaderField: "Authorization") == nil {
+                // As curl: Basic at once. A header of the request's own, so it goes to this
+                // origin only: a redirect elsewhere drops it.
+                request.setValue(
+                    BasicAuthentication.headerValue(username: credential.user, password: credential.password),
+                    forHTTPHeaderField: "Authorization"
+                )
+            }
+        }
         // -x and --noproxy win over the environment's variables, read by curl's rules.
         var variables = ProcessInfo.processInfo.environment
         if let proxy {
@@ -69,16 +119,82 @@ struct ConnectionOptions: ParsableArguments {
             }
         }
         configuration.tls.allowsInvalidCertificates = insecure
-        // Without a cookie file, a command keeps cookies for its own redirects only.
-        let read = try cookieFile.map { try CookieStore(persistingTo: URL(fileURLWithPath: $0)) }
-        if let cookieJar {
-            // The jar starts from -b's cookies, not from what it held before (as curl's -c).
-            let jar = try CookieStore(persistingTo: URL(fileURLWithPath: cookieJar))
-            jar.removeAll()
-            for cookie in read?.allCookies ?? [] { jar.set(cookie) }
-            configuration.cookieStore = jar
-        } else {
-            configuration.cookieStore = read ?? CookieStore()
+        // A command's cookies live in memory: -b's, then what the responses set (for its own
+        // redirects); --cookie-jar writes them out at the end (`saveCookieJar`).
+        let cookies = CookieStore()
+        if let cookie { try Self.addCookies(cookie, for: url, to: cookies) }
+        configuration.cookieStore = cookies
+        if let cookieJar { try Self.checkJar(URL(fileURLWithPath: cookieJar)) }
+    }
+
+    /// Refuses a jar that would overwrite a file of another kind (curl overwrites anything;
+    /// a mistyped name should not cost the user a file).
+    private static func checkJar(_ jar: URL) throws {
+        guard FileManager.default.fileExists(atPath: jar.path) else { return }
+        if let text = try? String(contentsOf: jar, encoding: .utf8),
+            text.allSatisfy(\.isWhitespace) || (try? NetscapeCookieFile.cookies(in: text)) != nil
+                || (try? CookieStore(persistingTo: jar)) != nil
+        {
+            return
+        }
+        throw FerryError(
+            .fileSystem,
+            "'\(jar.path)' exists and is not a cookie file: --cookie-jar does not overwrite it."
+        )
+    }
+
+    /// Writes the cookie jar, if --cookie-jar names one: every cookie kept, session cookies
+    /// included, in Netscape format.
+    func saveCookieJar(_ configuration: SessionConfiguration) {
+        guard let cookieJar, let store = configuration.cookieStore else { return }
+        do {
+            try store.exportNetscapeCookies(to: URL(fileURLWithPath: cookieJar))
+        } catch {
+            // As curl: the transfer's outcome stands; the jar's failure is said.
+            FileHandle.standardError.write(Data("ferry: warning: \(error.description)\n".utf8))
+        }
+    }
+
+    /// The credential for `url`: -u's, else the netrc file's entry for its host.
+    private func credential(for url: URL) throws -> Credential? {
+        if let credential = CommandRequest.credential(from: user) { return credential }
+        guard netrc || netrcOptional || netrcFile != nil, let host = url.host else { return nil }
+        // $HOME first, as curl reads it.
+        let home =
+            ProcessInfo.processInfo.environment["HOME"].map { URL(fileURLWithPath: $0, isDirectory: true) }
+            ?? FileManager.default.homeDirectoryForCurrentUser
+        let file = netrcFile.map { URL(fileURLWithPath: $0) } ?? home.appendingPathComponent(".netrc")
+        if netrcFile == nil, !FileManager.default.fileExists(atPath: file.path) {
+            if netrcOptional || netrc { return nil }
+        }
+        return try Netrc(contentsOf: file).credential(forHost: host)
+    }
+
+    /// -b's argument: inline cookies (`a=b; c=d`, curl's rule: it has a `=`) for the URL's
+    /// host, else a cookie file: Netscape format, or a JSON store of earlier Ferry versions.
+    private static func addCookies(_ argument: String, for url: URL, to store: CookieStore) throws {
+        if argument.contains("=") {
+            guard let host = url.host?.lowercased() else { return }
+            for pair in argument.split(separator: ";") {
+                let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                let name = parts[0].trimmingCharacters(in: .whitespaces)
+                guard !name.isEmpty else { continue }
+                let value = parts.count > 1 ? parts[1].trimmingCharacters(in: .whitespaces) : ""
+                // Host-only: these cookies were given for this URL, and a redirect to another
+                // host does not get them.
+                store.set(Cookie(name: name, value: value, domain: host, hostOnly: true, path: "/"))
+            }
+            return
+        }
+        let file = URL(fileURLWithPath: argument)
+        // curl reads a missing cookie file as an empty one.
+        guard FileManager.default.fileExists(atPath: file.path) else { return }
+        do {
+            try store.importNetscapeCookies(from: file)
+        } catch let netscape {
+            // Ferry's JSON store, as earlier versions wrote it.
+            guard let legacy = try? CookieStore(persistingTo: file) else { throw netscape }
+            for cookie in legacy.allCookies { store.set(cookie) }
         }
     }
 

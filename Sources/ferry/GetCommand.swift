@@ -19,7 +19,13 @@ struct GetCommand: AsyncParsableCommand {
             The file named by -o (or chosen by -O) appears only when the download is complete:
             the body streams to a hidden partial file beside it and is renamed into place. An
             HTTP error body is never written to it, and an existing file is replaced only by a
-            complete download. Without -o or -O the body goes to standard output.
+            complete download.
+
+            Without -o or -O, or with -o -, the body streams to standard output as it arrives.
+            An -o that is not a regular file (/dev/null, a FIFO, /dev/stdout, anything under
+            /dev) is written the same way, in order, and never replaced. Those outputs cannot
+            be continued with -c, and a failure is retried only before the first byte is
+            written.
 
             A run that fails or is interrupted (Ctrl-C) keeps its partial file and resume data;
             the same command with -c continues it (Range + If-Range, so the bytes kept are used
@@ -31,7 +37,10 @@ struct GetCommand: AsyncParsableCommand {
     @Argument(help: "The http or https URL to download.")
     var url: String
 
-    @Option(name: [.customShort("o"), .customLong("output")], help: "Write the body to FILE.")
+    @Option(
+        name: [.customShort("o"), .customLong("output")],
+        help: "Write the body to FILE ('-': standard output)."
+    )
     var output: String?
 
     @Flag(
@@ -86,10 +95,13 @@ struct GetCommand: AsyncParsableCommand {
     @Flag(name: .customLong("json"), help: "Print one JSON event per line on standard output.")
     var json = false
 
+    /// The body goes to standard output (no -o or -O, or -o -).
+    private var toStandardOutput: Bool { (output == nil && !remoteName) || output == "-" }
+
     func validate() throws {
         if output != nil && remoteName { throw ValidationError("Use -o FILE or -O, not both.") }
         if directory != nil && !remoteName { throw ValidationError("--dir goes with -O.") }
-        if continueDownload && output == nil && !remoteName {
+        if continueDownload && toStandardOutput {
             throw ValidationError("-c continues a download to a file: name it with -o or -O.")
         }
         if let checksum {
@@ -98,64 +110,49 @@ struct GetCommand: AsyncParsableCommand {
             } catch {
                 throw ValidationError(error.message)
             }
-            if output == nil && !remoteName { throw ValidationError("--checksum needs -o or -O.") }
+            if toStandardOutput { throw ValidationError("--checksum needs a file: name it with -o or -O.") }
         }
         if retries < 0 { throw ValidationError("--retries takes a number of retries, 0 or more.") }
-        if json && output == nil && !remoteName {
+        if json && toStandardOutput {
             throw ValidationError("--json prints events on standard output; name a file with -o or -O.")
         }
         if let problem = CommandRequest.headerProblem(in: headers) { throw ValidationError(problem) }
     }
 
     func run() async throws {
-        // A write past a file-size limit is an error to report, not a reason to die.
+        // A write past a file-size limit, or to a reader that has gone (`| head`), is an
+        // error to report, not a reason to die.
         signal(SIGXFSZ, SIG_IGN)
+        signal(SIGPIPE, SIG_IGN)
         guard var request = CommandRequest.make(url: url, method: .get, headers: headers),
             let target = request.url
         else {
             fail(FerryError(.invalidURL, "'\(url)' is not an http or https URL."))
         }
-        if compressed, request.value(forHTTPHeaderField: "Accept-Encoding") == nil {
-            request.setValue(ContentDecoding.acceptEncoding, forHTTPHeaderField: "Accept-Encoding")
-        }
-        // The partial file lives beside the output (hidden), so delivering it is a rename on
-        // one file system: atomic, and no copy.
         var configuration = SessionConfiguration.default
         configuration.retryPolicy = RetryPolicy(maximumRetries: retries)
         configuration.collectsConnectionMetrics = connectionMetrics
         do {
-            try connection.apply(to: &configuration, for: target)
+            try connection.apply(to: &configuration, for: target, request: &request)
         } catch {
             ExitStatus.exit(with: error, json: json)
         }
-        let toStdout = output == nil && !remoteName
-        let destination: DownloadDestination?
-        if let output {
-            let file = URL(fileURLWithPath: output)
-            let parent = file.deletingLastPathComponent()
-            var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: parent.path, isDirectory: &isDirectory), isDirectory.boolValue
-            else {
-                fail(FerryError(.fileSystem, "The directory '\(parent.path)' does not exist."))
+        let destination = makeDestination(&configuration)
+        // An output written in order gets its body decoded as it streams; a file keeps the
+        // coded bytes and is decoded once complete.
+        configuration.automaticDecompression = compressed && destination.isWrittenInOrder
+        if compressed, request.value(forHTTPHeaderField: "Accept-Encoding") == nil {
+            request.setValue(ContentDecoding.acceptEncoding, forHTTPHeaderField: "Accept-Encoding")
+        }
+        if destination.isWrittenInOrder, let output, output != "-" {
+            if checksum != nil {
+                fail(FerryError(.invalidRequest, "--checksum needs a regular file; '\(output)' is not one."))
             }
-            configuration.downloadsDirectory = parent
-            configuration.resumeStore = ResumeStore(directory: parent)
-            destination = .file(file, options: [.removePreviousFile])
-        } else if remoteName {
-            let directory = URL(
-                fileURLWithPath: directory ?? FileManager.default.currentDirectoryPath,
-                isDirectory: true
-            )
-            do {
-                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            } catch {
-                fail(FerryError(.fileSystem, "Cannot create the directory '\(directory.path)'.", underlying: error))
+            if continueDownload && !json && !quiet {
+                FileHandle.standardError.write(
+                    Data("ferry: -c has no effect: '\(output)' is not a regular file; it is written in order.\n".utf8)
+                )
             }
-            configuration.downloadsDirectory = directory
-            configuration.resumeStore = ResumeStore(directory: directory)
-            destination = .directory(directory, options: [.removePreviousFile])
-        } else {
-            destination = nil
         }
         let session: Session
         do {
@@ -186,35 +183,10 @@ struct GetCommand: AsyncParsableCommand {
             }
             if showProgress { progress.finish() }
         }
-        if toStdout {
-            let request = request
-            let transfer = Task { try await session.download(for: request) }
-            let interrupt = Self.onInterrupt { transfer.cancel() }
-            defer { interrupt.cancel() }
-            let result = await transfer.result
-            session.finishTasksAndInvalidate()
-            await reporter.value
-            switch result {
-            case .success(let (file, response)):
-                defer { unlink(file.path) }
-                do {
-                    if compressed, let coding = ContentDecoding.coding(of: response) {
-                        try Self.decodeToStandardOutput(file, coding: coding)
-                    } else {
-                        try Self.copyToStandardOutput(file)
-                    }
-                } catch let error as FerryError {
-                    fail(error)
-                }
-            case .failure(let error):
-                fail(error as? FerryError ?? FerryError(.network, "The download failed.", underlying: error))
-            }
-            return
-        }
 
         let task = session.downloadTask(with: request, to: destination)
         task.resumeKey = output.map { URL(fileURLWithPath: $0).standardizedFileURL.path } ?? target.absoluteString
-        task.resumesFromStore = continueDownload
+        task.resumesFromStore = continueDownload && !destination.isWrittenInOrder
         task.checksum = checksum.flatMap { try? Checksum(parsing: $0) }
         let interrupted = InterruptFlag()
         let interrupt = Self.onInterrupt {
@@ -230,6 +202,7 @@ struct GetCommand: AsyncParsableCommand {
         }
         session.finishTasksAndInvalidate()
         await reporter.value
+        connection.saveCookieJar(configuration)
         let speak = !json && !quiet
         if let error = task.error {
             if let kept = error.resumeData?.bytesOnDisk {
@@ -245,7 +218,9 @@ struct GetCommand: AsyncParsableCommand {
             }
             fail(error)
         }
-        if compressed, let coding = ContentDecoding.coding(of: task.response), let file = task.fileURL {
+        if compressed, !destination.isWrittenInOrder, let coding = ContentDecoding.coding(of: task.response),
+            let file = task.fileURL
+        {
             do {
                 try ContentDecoding.decodeInPlace(file, coding: coding)
             } catch {
@@ -262,6 +237,39 @@ struct GetCommand: AsyncParsableCommand {
         }
     }
 
+    /// Where the body goes, and where partial files and resume data live for it: beside a
+    /// file output (so delivering it is a rename on one file system); nowhere for an output
+    /// written in order.
+    private func makeDestination(_ configuration: inout SessionConfiguration) -> DownloadDestination {
+        if toStandardOutput { return .stream(to: .standardOutput) }
+        if let output {
+            let file = URL(fileURLWithPath: output)
+            let destination = DownloadDestination.file(file, options: [.removePreviousFile])
+            if destination.isWrittenInOrder { return destination }
+            let parent = file.deletingLastPathComponent()
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: parent.path, isDirectory: &isDirectory), isDirectory.boolValue
+            else {
+                fail(FerryError(.fileSystem, "The directory '\(parent.path)' does not exist."))
+            }
+            configuration.downloadsDirectory = parent
+            configuration.resumeStore = ResumeStore(directory: parent)
+            return destination
+        }
+        let directory = URL(
+            fileURLWithPath: directory ?? FileManager.default.currentDirectoryPath,
+            isDirectory: true
+        )
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        } catch {
+            fail(FerryError(.fileSystem, "Cannot create the directory '\(directory.path)'.", underlying: error))
+        }
+        configuration.downloadsDirectory = directory
+        configuration.resumeStore = ResumeStore(directory: directory)
+        return .directory(directory, options: [.removePreviousFile])
+    }
+
     private func fail(_ error: FerryError) -> Never { ExitStatus.exit(with: error, json: json) }
 
     /// Runs `handler` on SIGINT instead of dying, so the transfer can stop cleanly.
@@ -271,38 +279,6 @@ struct GetCommand: AsyncParsableCommand {
         source.setEventHandler(handler: handler)
         source.resume()
         return source
-    }
-
-    static func decodeToStandardOutput(_ file: URL, coding: String) throws(FerryError) {
-        do {
-            try ContentDecoding.decode(file, coding: coding) { buffer in
-                try FileHandle.standardOutput.write(contentsOf: Data(buffer.readableBytesView))
-            }
-        } catch {
-            throw FerryError(.badServerResponse, "The \(coding) body does not decode.", underlying: error)
-        }
-    }
-
-    static func copyToStandardOutput(_ file: URL) throws {
-        let input = open(file.path, O_RDONLY | O_CLOEXEC)
-        guard input >= 0 else { throw FerryError(.fileSystem, "Cannot read the downloaded file.") }
-        defer { close(input) }
-        let size = 1 << 20
-        let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16)
-        defer { buffer.deallocate() }
-        while true {
-            let count = read(input, buffer, size)
-            if count < 0 && errno == EINTR { continue }
-            guard count >= 0 else { throw FerryError(.fileSystem, "Cannot read the downloaded file.") }
-            if count == 0 { return }
-            var offset = 0
-            while offset < count {
-                let written = write(STDOUT_FILENO, buffer + offset, count - offset)
-                if written < 0 && errno == EINTR { continue }
-                guard written > 0 else { throw FerryError(.fileSystem, "Cannot write to standard output.") }
-                offset += written
-            }
-        }
     }
 }
 

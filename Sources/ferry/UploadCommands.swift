@@ -18,7 +18,8 @@ struct TransferOptions: ParsableArguments {
 
     @Option(
         name: [.customShort("o"), .customLong("output")],
-        help: "Write the server's response body to FILE (default: standard output)."
+        help:
+            "Write the server's response body to FILE (default, or '-': standard output). A device or FIFO is written into, never replaced."
     )
     var output: String?
 
@@ -33,7 +34,7 @@ struct TransferOptions: ParsableArguments {
 
     func validate() throws {
         if let problem = CommandRequest.headerProblem(in: headers) { throw ValidationError(problem) }
-        if json && output == nil {
+        if json && (output == nil || output == "-") {
             throw ValidationError("--json prints events on standard output; write the response body with -o.")
         }
     }
@@ -45,16 +46,27 @@ struct TransferOptions: ParsableArguments {
 
 /// Runs an upload task with the progress line, JSON events, and `ferry get`'s exit codes.
 enum UploadRunner {
-    static func run(_ makeTask: (Session) -> UploadTask, to url: URL, options: TransferOptions) async -> Never {
+    static func run(
+        _ makeTask: (Session, URLRequest) -> UploadTask,
+        request: URLRequest,
+        options: TransferOptions
+    ) async -> Never {
+        // A reader that has gone (`| head`) is an error to report, not a reason to die.
+        signal(SIGPIPE, SIG_IGN)
         let session: Session
+        var configuration = SessionConfiguration.default
+        var request = request
         do {
-            var configuration = SessionConfiguration.default
-            try options.connection.apply(to: &configuration, for: url)
+            try options.connection.apply(
+                to: &configuration,
+                for: request.url ?? URL(fileURLWithPath: "/"),
+                request: &request
+            )
             session = try Session(configuration: configuration)
         } catch {
             ExitStatus.exit(with: error)
         }
-        let task = makeTask(session)
+        let task = makeTask(session, request)
         let events = task.events
         let showProgress = !options.quiet && !options.json && isatty(STDERR_FILENO) == 1
         signal(SIGINT, SIG_IGN)
@@ -76,19 +88,12 @@ enum UploadRunner {
         if showProgress { progress.finish() }
         interrupt.cancel()
         session.finishTasksAndInvalidate()
+        options.connection.saveCookieJar(configuration)
         if let error = task.error { ExitStatus.exit(with: error, json: options.json) }
-        let body = task.receivedData ?? Data()
-        if let output = options.output {
-            do {
-                try body.write(to: URL(fileURLWithPath: output), options: .atomic)
-            } catch {
-                ExitStatus.exit(
-                    with: FerryError(.fileSystem, "Cannot write '\(output)'.", underlying: error),
-                    json: options.json
-                )
-            }
-        } else {
-            FileHandle.standardOutput.write(body)
+        do {
+            try ResponseOutput.write(task.receivedData ?? Data(), to: options.output)
+        } catch {
+            ExitStatus.exit(with: error, json: options.json)
         }
         if let response = task.response, !response.isSuccess {
             ExitStatus.exit(
@@ -155,8 +160,8 @@ struct UploadCommand: AsyncParsableCommand {
         }
         let body = multipart
         await UploadRunner.run(
-            { $0.uploadTask(with: request, multipartFormData: body) },
-            to: request.url ?? URL(fileURLWithPath: "/"),
+            { $0.uploadTask(with: $1, multipartFormData: body) },
+            request: request,
             options: options
         )
     }
@@ -197,9 +202,46 @@ struct PutCommand: AsyncParsableCommand {
         }
         let fileURL = URL(fileURLWithPath: file)
         await UploadRunner.run(
-            { $0.uploadTask(with: request, fromFile: fileURL) },
-            to: request.url ?? URL(fileURLWithPath: "/"),
+            { $0.uploadTask(with: $1, fromFile: fileURL) },
+            request: request,
             options: options
         )
+    }
+}
+
+/// Where `ferry upload` and `ferry put` write the server's response body.
+enum ResponseOutput {
+    /// Writes `body` to standard output (`nil` or `-`), into a device, FIFO or anything under
+    /// /dev (in order, never replaced), or to a file (replaced in one step: temporary file
+    /// and rename).
+    static func write(_ body: Data, to output: String?) throws(FerryError) {
+        guard let output, output != "-" else {
+            try write(body, into: STDOUT_FILENO, named: "standard output")
+            return
+        }
+        let file = URL(fileURLWithPath: output)
+        guard DownloadDestination.file(file).isWrittenInOrder else {
+            do {
+                try body.write(to: file, options: .atomic)
+            } catch {
+                throw FerryError(.fileSystem, "Cannot write '\(output)'.", underlying: error)
+            }
+            return
+        }
+        let descriptor = open(output, O_WRONLY | O_CLOEXEC | O_NOCTTY)
+        guard descriptor >= 0 else {
+            throw FerryError(.fileSystem, "Cannot open '\(output)': \(String(cString: strerror(errno))).")
+        }
+        defer { close(descriptor) }
+        try write(body, into: descriptor, named: output)
+    }
+
+    private static func write(_ body: Data, into descriptor: Int32, named name: String) throws(FerryError) {
+        let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: false)
+        do {
+            try handle.write(contentsOf: body)
+        } catch {
+            throw FerryError(.fileSystem, "Cannot write to \(name).", underlying: error)
+        }
     }
 }
