@@ -146,16 +146,22 @@ struct CLITests {
                 ["get", "-q", server.url("/basic-auth/ada/secret").absoluteString]
             )
             #expect(denied.status == 22)
-            // -u answers a Digest challenge as well, and a wrong password ends in the 401.
+            // With --digest, -u answers a Digest challenge, and a wrong password ends in the 401.
             let digest = try await ProcessRunner.run(
                 ferry,
-                ["get", "-q", "-u", "ada:secret", server.url("/digest-auth/auth/ada/secret/SHA-256").absoluteString]
+                [
+                    "get", "-q", "--digest", "-u", "ada:secret",
+                    server.url("/digest-auth/auth/ada/secret/SHA-256").absoluteString,
+                ]
             )
             #expect(digest.status == 0)
             #expect(digest.stdoutText.contains(#""authenticated":true"#))
             let wrong = try await ProcessRunner.run(
                 ferry,
-                ["get", "-q", "-u", "ada:nope", server.url("/digest-auth/auth/ada/secret/MD5").absoluteString]
+                [
+                    "get", "-q", "--digest", "-u", "ada:nope",
+                    server.url("/digest-auth/auth/ada/secret/MD5").absoluteString,
+                ]
             )
             #expect(wrong.status == 22)
         }

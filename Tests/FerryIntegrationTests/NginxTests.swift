@@ -16,7 +16,13 @@ final class Nginx {
     let prefix: URL
     private let pid: pid_t
 
-    init(serving root: URL) async throws {
+    /// The access log, when the server was started with one: one line a request, ending in
+    /// the body bytes nginx sent (`$body_bytes_sent`).
+    var accessLog: URL { prefix.appendingPathComponent("access.log") }
+
+    /// Starts nginx serving `root`, with `server` added inside its `server { }` block
+    /// (locations, limits, auth) and an access log of method, URI, status and bytes sent.
+    init(serving root: URL, server extra: String = "") async throws {
         let binary = try #require(Self.binary, "nginx is not installed (apt-get install nginx-light)")
         prefix = try makeTemporaryDirectory("nginx")
         port = try Self.freePort()
@@ -34,14 +40,15 @@ final class Nginx {
             pid \(prefix.path)/nginx.pid;
             events { worker_connections 64; }
             http {
-                access_log off;
+                log_format ferry '$request_method $request_uri $status $body_bytes_sent';
+                access_log \(prefix.path)/access.log ferry;
                 sendfile on;
                 client_body_temp_path \(temp);
                 proxy_temp_path \(temp);
                 fastcgi_temp_path \(temp);
                 uwsgi_temp_path \(temp);
                 scgi_temp_path \(temp);
-                server { listen 127.0.0.1:\(port); root \(root.path); }
+                server { listen 127.0.0.1:\(port); root \(root.path); \(extra) }
             }
             """
         let file = prefix.appendingPathComponent("nginx.conf")

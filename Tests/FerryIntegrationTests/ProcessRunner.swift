@@ -34,7 +34,8 @@ enum ProcessRunner {
     /// Runs `executable` to completion on its own thread, capturing output through files.
     static func run(
         _ executable: String,
-        _ arguments: [String]
+        _ arguments: [String],
+        environment: [String: String] = [:]
     ) async throws
         -> ProcessResult
     {
@@ -46,7 +47,11 @@ enum ProcessRunner {
         let (status, rss) = try await withCheckedThrowingContinuation {
             (continuation: CheckedContinuation<(Int32, Int), any Error>) in
             let thread = Thread {
-                continuation.resume(with: Result { try spawnAndWait(executable, arguments, stdout: out, stderr: err) })
+                continuation.resume(
+                    with: Result {
+                        try spawnAndWait(executable, arguments, stdout: out, stderr: err, environment: environment)
+                    }
+                )
             }
             thread.start()
         }
@@ -62,9 +67,10 @@ enum ProcessRunner {
         _ executable: String,
         _ arguments: [String],
         stdout: String,
-        stderr: String
+        stderr: String,
+        environment: [String: String]
     ) throws -> (Int32, Int) {
-        let pid = try spawn(executable, arguments, stdout: stdout, stderr: stderr)
+        let pid = try spawn(executable, arguments, stdout: stdout, stderr: stderr, environment: environment)
         var status: Int32 = 0
         var peak = 0
         while true {
@@ -103,6 +109,12 @@ enum ProcessRunner {
             output: .files(stdout: stdout, stderr: stderr),
             environment: environment
         )
+    }
+
+    /// Runs a bash script (pipelines: `ferry get URL | head -c1`), with `FERRY` set to the
+    /// `ferry` executable.
+    static func bash(_ script: String, environment: [String: String] = [:]) async throws -> ProcessResult {
+        try await run("/bin/bash", ["-c", script], environment: environment.merging(["FERRY": ferry]) { a, _ in a })
     }
 
     /// Stops a process started with ``spawn(_:_:stdout:stderr:)``: SIGTERM, then SIGKILL

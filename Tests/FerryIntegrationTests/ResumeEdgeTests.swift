@@ -65,8 +65,8 @@ struct ResumeEdgeTests {
             let slow = try ProcessRunner.spawn(
                 ProcessRunner.ferry,
                 ["get", "-o", output.path, server.url("/bytes/200000?drip=20000&interval=50").absoluteString],
-                stdout: "/dev/null",
-                stderr: "/dev/null"
+                stdout: scratch.appendingPathComponent("slow.out").path,
+                stderr: scratch.appendingPathComponent("slow.err").path
             )
             defer { ProcessRunner.stop(slow) }
             for _ in 0..<200 where !files(in: scratch).contains(where: { $0.hasSuffix(".ferry-lock") }) {

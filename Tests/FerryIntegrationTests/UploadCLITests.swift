@@ -86,8 +86,8 @@ struct UploadCLITests {
             #expect(sink.method == "PUT")
             #expect(sink.bytes == 7)
             #expect(server.requests.last?.headers["content-type"] == "application/json")
-            // -u answers challenges (Digest or Basic); it is not sent to a server that never asked.
-            #expect(server.requests.last?.headers["authorization"] == nil)
+            // -u is sent as Basic at once, as curl sends it.
+            #expect(server.requests.last?.headers["authorization"] == "Basic YWRhOnB3")
             let patch = try await ProcessRunner.run(
                 ferry,
                 ["put", "-X", "PATCH", file.path, server.url("/sink").absoluteString]
@@ -120,10 +120,12 @@ struct UploadCLITests {
                 ["upload", "-F", "f=@/nonexistent", server.url("/sink").absoluteString]
             )
             #expect(missingFile.status == 23)
+            let response = try makeTemporaryDirectory("upload-json").appendingPathComponent("response.json")
             let json = try await ProcessRunner.run(
                 ferry,
-                ["upload", "--json", "-o", "/dev/null", "-F", "a=b", server.url("/sink").absoluteString]
+                ["upload", "--json", "-o", response.path, "-F", "a=b", server.url("/sink").absoluteString]
             )
+            #expect(try JSONDecoder().decode(SinkReport.self, from: Data(contentsOf: response)).bytes > 0)
             #expect(json.status == 0)
             let events = json.stdoutText.split(separator: "\n").compactMap {
                 (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["event"] as? String
