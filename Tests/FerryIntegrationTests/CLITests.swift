@@ -257,11 +257,14 @@ struct CLIInterruptTests {
             // 2 MB at about 200 KB/s: ten seconds if left alone.
             let url = server.url("/bytes/2000000?seed=9&drip=10000&interval=50").absoluteString
             let pid = try start(["get", "-o", output.path, url], scratch: scratch)
-            // Run past at least one checkpoint (every second), then kill without warning.
-            try await Task.sleep(for: .milliseconds(2500))
+            // Run past at least one checkpoint (every second: waited for as a state, not a
+            // time), then kill without warning.
+            for _ in 0..<3000 where (try? storedResumeData(in: scratch)) == nil {
+                try await Task.sleep(for: .milliseconds(20))
+            }
             kill(pid, SIGKILL)
             #expect(try await wait(pid) == 128 + SIGKILL)
-            let checkpoint = try #require(try storedResumeData(in: scratch), "no checkpoint after 2.5 s")
+            let checkpoint = try #require(try storedResumeData(in: scratch), "no checkpoint within a minute")
             #expect(checkpoint.bytesOnDisk > 0)
 
             let before = server.requests.count
@@ -340,7 +343,11 @@ struct CLIInterruptTests {
             // 1. Version 1, slowly, killed after its first checkpoint.
             server.setVersion("big", size: size, seed: 1)
             let first = try start(["get", "-o", output.path, url + "?drip=50000&interval=50"], scratch: scratch)
-            try await Task.sleep(for: .milliseconds(1500))
+            // Killed once its first checkpoint is stored (a state, not a time: a loaded
+            // machine starts the process and reaches the checkpoint later).
+            for _ in 0..<3000 where (try? storedResumeData(in: scratch)) == nil {
+                try await Task.sleep(for: .milliseconds(20))
+            }
             kill(first, SIGKILL)
             _ = try await wait(first)
             let checkpoint = try #require(try storedResumeData(in: scratch))

@@ -180,6 +180,7 @@ struct OutputTests {
             )
             #expect(cut.status != 0)
             #expect(cut.stdout == TestContent.data(size: 50_000, seed: 5))
+            #expect(cut.stderrText.contains("50000 bytes were already written to standard output"))
             #expect(server.requests.filter { $0.uri.hasPrefix("/bytes/100000") }.count == 1)
 
             let unavailable = try await ProcessRunner.run(

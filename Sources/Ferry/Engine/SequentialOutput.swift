@@ -23,6 +23,9 @@ final class SequentialOutput {
     /// Bytes written so far.
     private(set) var written: Int64 = 0
 
+    /// How messages name it: "standard output", or its path.
+    var name: String { url.path == "/dev/fd/\(STDOUT_FILENO)" ? "standard output" : url.path }
+
     /// The sequential output for `destination`, or `nil` when it is an ordinary file
     /// destination (partial file, then rename).
     ///
@@ -33,6 +36,11 @@ final class SequentialOutput {
             return SequentialOutput(url: url, descriptor: handle.fileDescriptor, owns: false)
         }
         guard let url = destination.fixedURL, isSequential(url) else { return nil }
+        // The process's own descriptors are written as they are, at their offset (a shell's
+        // `>>` appends), not opened again from the start.
+        if let inherited = inheritedDescriptor(url) {
+            return SequentialOutput(url: url, descriptor: inherited, owns: false)
+        }
         let descriptor = open(url.path, O_WRONLY | O_CLOEXEC | O_NOCTTY)
         guard descriptor >= 0 else {
             if errno == ENOENT {
@@ -58,6 +66,22 @@ final class SequentialOutput {
         return type != S_IFREG && type != S_IFDIR
     }
 
+    /// The descriptor `/dev/stdout`, `/dev/stderr`, `/dev/fd/N` or `/proc/self/fd/N` names,
+    /// if it is open.
+    private static func inheritedDescriptor(_ url: URL) -> Int32? {
+        let path = url.standardizedFileURL.path
+        let descriptor: Int32?
+        switch path {
+        case "/dev/stdout": descriptor = STDOUT_FILENO
+        case "/dev/stderr": descriptor = STDERR_FILENO
+        default:
+            let prefixes = ["/dev/fd/", "/proc/self/fd/"]
+            descriptor = prefixes.first(where: path.hasPrefix).flatMap { Int32(path.dropFirst($0.count)) }
+        }
+        guard let descriptor, fcntl(descriptor, F_GETFD) >= 0 else { return nil }
+        return descriptor
+    }
+
     private init(url: URL, descriptor: Int32, owns: Bool) {
         self.url = url
         self.descriptor = descriptor
@@ -71,7 +95,6 @@ final class SequentialOutput {
         do {
             try FileSystem.writeAll(descriptor, bytes)
         } catch {
-            let name = url.path == "/dev/fd/\(STDOUT_FILENO)" ? "standard output" : url.path
             if error.code == EPIPE {
                 throw FerryError(.fileSystem, "Cannot write to \(name): its reader has gone (broken pipe).")
             }

@@ -30,8 +30,15 @@ extension Transfer {
                 }
                 break
             } catch {
-                let failure = ferryError(from: error)
-                if Task.isCancelled || failure.reason == .cancelled || output.written > 0 { throw failure }
+                var failure = ferryError(from: error)
+                if Task.isCancelled || failure.reason == .cancelled { throw failure }
+                if output.written > 0 {
+                    if RetryPolicy.isTransient(failure) {
+                        failure.message +=
+                            " \(output.written) bytes were already written to \(output.name), which cannot take them again: not retried."
+                    }
+                    throw failure
+                }
                 retries += 1
                 guard let delay = policy.delay(beforeRetry: retries, after: failure) else { throw failure }
                 task.publish(.willRetry(attempt: retries, delay: delay, error: failure))
