@@ -193,6 +193,24 @@ struct OutputTests {
         }
     }
 
+    /// `-o /dev/stdout` writes into the process's own standard output at its offset: after
+    /// a shell's `>>`, the body is appended, as `-o -` would; the file is never replaced.
+    @Test func devStdoutIsTheProcessesOwnStandardOutput() async throws {
+        try await withServer { server in
+            let scratch = try makeTemporaryDirectory("devstdout")
+            defer { try? FileManager.default.removeItem(at: scratch) }
+            let file = scratch.appendingPathComponent("log.txt").path
+            let url = server.url("/bytes/70000?seed=6").absoluteString
+            let result = try await ProcessRunner.bash(
+                #"echo first > '\#(file)'; "$FERRY" get -q -o /dev/stdout '\#(url)' >> '\#(file)'"#
+            )
+            #expect(result.status == 0, "\(result.stderrText)")
+            let written = try Data(contentsOf: URL(fileURLWithPath: file))
+            #expect(written == Data("first\n".utf8) + TestContent.data(size: 70_000, seed: 6))
+            #expect(files(in: scratch) == ["log.txt"])
+        }
+    }
+
     /// A path under /dev that does not exist is refused, never created.
     @Test func aMissingPathUnderDevIsRefused() async throws {
         try await withServer { server in

@@ -77,17 +77,28 @@ struct QueueTimeoutTests {
         try await withServer { server in
             let session = try makeSession {
                 $0.httpMaximumConnectionsPerHost = 1
-                $0.timeoutIntervalForRequest = 2
+                $0.timeoutIntervalForRequest = 1
             }
-            // The first task holds the only slot for about four seconds, moving bytes steadily
-            // (every 100 ms: twenty times inside the idle timeout, so load cannot fake idleness).
-            let first = session.dataTask(with: server.url("/bytes/4000?drip=100&interval=100"))
+            // The first task takes the only slot and is suspended mid-body (a suspended task
+            // keeps its connection and does not time out); the second waits in the queue for
+            // three idle timeouts and more. (Only the lower bound of that wait matters: a
+            // slower machine waits longer, which makes the check stricter, not flaky.)
+            let first = session.dataTask(with: server.url("/bytes/20000000"))
             let second = session.dataTask(with: server.url("/bytes/10"))
             let firstEvents = first.events
             let secondEvents = second.events
             first.resume()
+            var iterator = firstEvents.makeAsyncIterator()
+            while let event = await iterator.next() {
+                if case .data = event { break }
+            }
+            first.suspend()
             second.resume()
-            _ = await collectEvents(firstEvents)
+            try await Task.sleep(for: .seconds(3))
+            #expect(second.error == nil, "a queued task timed out: \(String(describing: second.error))")
+            #expect(second.receivedData == nil, "the second task ran beside the first")
+            first.resume()
+            while await iterator.next() != nil {}
             _ = await collectEvents(secondEvents)
             #expect(first.error == nil)
             #expect(second.error == nil, "a queued task timed out: \(String(describing: second.error))")

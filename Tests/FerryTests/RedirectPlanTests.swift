@@ -175,4 +175,21 @@ struct RedirectPlanTests {
             return
         }
     }
+
+    @Test func aRequestPointedAtAnotherOriginLosesItsCredentials() throws {
+        var request = URLRequest(url: try #require(URL(string: "https://a.example/f")))
+        for field in ["Authorization", "Cookie", "Proxy-Authorization", "X-Trace"] {
+            request.setValue("v", forHTTPHeaderField: field)
+        }
+        let elsewhere = RedirectPlan.request(request, pointedAt: try #require(URL(string: "https://b.example/f")))
+        #expect(elsewhere.url?.host == "b.example")
+        #expect(elsewhere.value(forHTTPHeaderField: "Authorization") == nil)
+        #expect(elsewhere.value(forHTTPHeaderField: "Cookie") == nil)
+        #expect(elsewhere.value(forHTTPHeaderField: "Proxy-Authorization") == nil)
+        #expect(elsewhere.value(forHTTPHeaderField: "X-Trace") == "v")
+        let otherPort = RedirectPlan.request(request, pointedAt: try #require(URL(string: "https://a.example:8443/f")))
+        #expect(otherPort.value(forHTTPHeaderField: "Authorization") == nil)
+        let same = RedirectPlan.request(request, pointedAt: try #require(URL(string: "https://a.example/mirror/f")))
+        #expect(same.value(forHTTPHeaderField: "Authorization") == "v")
+    }
 }

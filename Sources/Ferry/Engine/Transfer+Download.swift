@@ -79,11 +79,11 @@ extension Transfer {
                 let attempt = Self.request(request, for: plan)
                 do {
                     let step: DownloadStep = try await send(attempt, body: nil) { body, head in
-                        // Later requests go straight to the hop that answered (the resource's
-                        // identity is its validator and length, not its URL), carrying exactly
-                        // what that hop carried: after a hop to another origin, none of the
-                        // credentials that were given for the first one.
-                        request = task.currentRequest
+                        // Later requests go straight to where the resource was found (its
+                        // identity is its validator and length, not its URL), carrying what a
+                        // redirect carries there: at another origin, none of the credentials
+                        // that were given for the first one.
+                        request = RedirectPlan.request(task.originalRequest, pointedAt: head.url)
                         return try await handle(
                             head,
                             body: body,

@@ -24,6 +24,18 @@ enum RedirectPlan: Equatable {
     static let credentialHeaders = ["Authorization", "Proxy-Authorization", "Cookie"]
     static let bodyHeaders = ["Content-Type", "Content-Length", "Content-Encoding", "Transfer-Encoding"]
 
+    /// `request` sent to `url` instead, as a redirect would carry it there: without its
+    /// credential fields when `url` is another origin. (A download's later attempts go
+    /// straight to the hop that answered.)
+    static func request(_ request: URLRequest, pointedAt url: URL) -> URLRequest {
+        var moved = request
+        moved.url = url
+        if let original = request.url, Origin(original) != Origin(url) {
+            for field in credentialHeaders { moved.setValue(nil, forHTTPHeaderField: field) }
+        }
+        return moved
+    }
+
     static func make(
         for request: URLRequest,
         response: HTTPResponse,
