@@ -129,6 +129,44 @@ struct TLSTests {
         }
     }
 
+    /// `allowsInvalidCertificates` (curl's -k) turns certificate checks off, never pins: a
+    /// key pin must still be the server's own key (the leaf's: with no checked chain, a CA
+    /// key proves nothing), and a certificate pin still needs the chain to lead to it.
+    @Test func allowingInvalidCertificatesNeverTurnsPinsOff() async throws {
+        try await withTLSServer { server, ca, identity in
+            let stranger = try TestPKI(name: "Not the server's CA")
+            func session(keys: Set<String> = [], certificate: String? = nil) throws -> Session {
+                try makeSession {
+                    $0.tls.allowsInvalidCertificates = true
+                    if !keys.isEmpty { $0.tls.pinnedPublicKeys["127.0.0.1"] = keys }
+                    if let certificate { $0.tls.pinnedCertificates["127.0.0.1"] = certificate }
+                }
+            }
+            let refused: @Sendable (any Error) -> Bool = { ($0 as? FerryError)?.reason == .secureConnectionFailed }
+            // No pins: anything goes (the chain is not trusted by any root here).
+            #expect(try await session().data(from: server.url("/bytes/10")).1.statusCode == 200)
+            // The server's own key: accepted.
+            let leaf = try session(keys: [identity.publicKeyPin])
+            #expect(try await leaf.data(from: server.url("/bytes/10")).1.statusCode == 200)
+            // Another key, or a CA's key on an unchecked chain: refused.
+            await #expect(
+                performing: { try await session(keys: [stranger.publicKeyPin]).data(from: server.url("/")) },
+                throws: refused
+            )
+            await #expect(
+                performing: { try await session(keys: [ca.publicKeyPin]).data(from: server.url("/")) },
+                throws: refused
+            )
+            // Certificate pins: the chain must lead to the pinned certificate, -k or not.
+            let pinnedCA = try session(certificate: ca.certificatePEM)
+            #expect(try await pinnedCA.data(from: server.url("/bytes/10")).1.statusCode == 200)
+            await #expect(
+                performing: { try await session(certificate: stranger.certificatePEM).data(from: server.url("/")) },
+                throws: refused
+            )
+        }
+    }
+
     @Test func publicKeyPinsWorkThroughConnectAndSOCKSProxies() async throws {
         try await withTLSServer { server, ca, identity in
             let connect = try await TunnelProxy.start(.httpConnect(requiredAuthorization: "Basic cDpx"))  // p:q
@@ -298,6 +336,18 @@ struct TLSCLITests {
             )
             #expect(wrongKey.status == 60)
             #expect(wrongKey.stderrText.contains("pinned"))
+            // -k turns certificate checks off, not pins (curl with -k --pinnedpubkey refuses too).
+            let insecureWrongKey = try await ProcessRunner.run(
+                ProcessRunner.ferry,
+                ["get", "-q", "-k", "--pin", "sha256//\(other.publicKeyPin)", url]
+            )
+            #expect(insecureWrongKey.status == 60)
+            #expect(insecureWrongKey.stderrText.contains("pinned"))
+            let insecureWrongCertificate = try await ProcessRunner.run(
+                ProcessRunner.ferry,
+                ["get", "-q", "-k", "--pin", otherFile.path, url]
+            )
+            #expect(insecureWrongCertificate.status == 60)
         }
     }
 }

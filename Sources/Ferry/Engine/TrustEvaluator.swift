@@ -49,7 +49,17 @@ struct TrustEvaluator: Sendable {
         } catch {
             return "The server's certificate is not valid DER: \(error)."
         }
-        if allowsInvalidCertificates { return nil }
+        // allowsInvalidCertificates (-k) skips the chain and name checks, never a pin: pinned
+        // certificates are verified in full (as on connections NIOSSL verifies), and a pinned
+        // key must be the server's own, the leaf's (as curl's -k --pinnedpubkey: an unchecked
+        // chain could carry any CA's certificate beside the attacker's leaf).
+        if allowsInvalidCertificates && pinnedCertificates[host] == nil {
+            if let pins = pinnedKeys[host], !pins.contains(Self.publicKeySHA256(certificates[0])) {
+                return
+                    "The server's certificate does not carry a public key pinned for \(host) (certificate checks are off, pins are not)."
+            }
+            return nil
+        }
         var verifier = Verifier(rootCertificates: await store(for: host)) {
             RFC5280Policy()
             Self.identityPolicy(for: host)
