@@ -77,11 +77,13 @@ struct QueueTimeoutTests {
         try await withServer { server in
             let session = try makeSession {
                 $0.httpMaximumConnectionsPerHost = 1
-                $0.timeoutIntervalForRequest = 1
+                // Long enough that the in-process server, starved on a loaded machine, is not
+                // taken for idle once the tasks run.
+                $0.timeoutIntervalForRequest = 4
             }
             // The first task takes the only slot and is suspended mid-body (a suspended task
             // keeps its connection and does not time out); the second waits in the queue for
-            // three idle timeouts and more. (Only the lower bound of that wait matters: a
+            // longer than the idle timeout. (Only the lower bound of that wait matters: a
             // slower machine waits longer, which makes the check stricter, not flaky.)
             let first = session.dataTask(with: server.url("/bytes/20000000"))
             let second = session.dataTask(with: server.url("/bytes/10"))
@@ -94,7 +96,7 @@ struct QueueTimeoutTests {
             }
             first.suspend()
             second.resume()
-            try await Task.sleep(for: .seconds(3))
+            try await Task.sleep(for: .seconds(5))
             #expect(second.error == nil, "a queued task timed out: \(String(describing: second.error))")
             #expect(second.receivedData == nil, "the second task ran beside the first")
             first.resume()
