@@ -48,6 +48,11 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
         var wakeTimer: Scheduled<Void>?
         var abandoned = false
         var requestSentAt: Date?
+        /// The request has a body (fed by the pump).
+        var sendsBody = false
+        /// Body bytes still to come of an answer of 300 or more to a request with a body:
+        /// see ``ResponseStream/didReceiveHead(task:_:)``.
+        var earlyAnswerRemaining: Int64?
 
         /// Everything buffered, for the task; the event loop may read again.
         mutating func takeParts() -> (CircularBuffer<ByteBuffer>, EventLoopPromise<Void>?) {
@@ -73,6 +78,7 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
 
     /// Sends `request` (whose body, if any, is fed by ``pump``).
     func start(_ request: HTTPClient.Request, on client: HTTPClient) {
+        state.withLock { $0.sendsBody = request.body != nil }
         let task = client.execute(request: request, delegate: self, eventLoop: .indifferent, deadline: nil)
         let cancel = state.withLock { state -> Bool in
             state.task = task
@@ -156,15 +162,32 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
         state.withLock { $0.requestSentAt = now }
     }
 
+    /// An answer of 300 or more to a request with a body makes AsyncHTTPClient stop the body
+    /// and close the connection; in a race with the body's end (seen with a 308 to a small
+    /// file upload) its delegate API then never reports the response's end. Such an answer
+    /// with a known length is therefore complete here once its body has arrived: the stream
+    /// ends and the client's task is cancelled, closing the connection it would close anyway.
     func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
         onActivity()
-        let waiter = state.withLock { state in
+        let (waiter, complete) = state.withLock { state in
             state.head = head
+            if state.sendsBody, head.status.code >= 300 {
+                let bodiless = [204, 304].contains(head.status.code)
+                state.earlyAnswerRemaining =
+                    bodiless ? 0 : head.headers.first(name: "content-length").flatMap { Int64($0) }
+            }
             defer { state.headWaiter = nil }
-            return state.headWaiter
+            return (state.headWaiter, state.earlyAnswerRemaining == 0)
         }
         waiter?.resume(returning: head)
+        if complete { completeEarlyAnswer(task) }
         return task.eventLoop.makeSucceededVoidFuture()
+    }
+
+    /// The early answer's body has arrived whole: end the stream, and stop the client's task.
+    private func completeEarlyAnswer(_ task: HTTPClient.Task<Void>) {
+        finish(.success(()))
+        task.cancel()
     }
 
     func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
@@ -178,6 +201,9 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
             if state.abandoned { return (nil, nil) }
             state.parts.append(buffer)
             state.bufferedBytes += buffer.readableBytes
+            if let remaining = state.earlyAnswerRemaining {
+                state.earlyAnswerRemaining = remaining - Int64(buffer.readableBytes)
+            }
             if let waiter = state.bodyWaiter {
                 if state.bufferedBytes >= Self.wakeBytes {
                     state.bodyWaiter = nil
@@ -194,6 +220,7 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
             return (nil, promise.futureResult)
         }
         if let (waiter, parts) = wake { waiter.resume(returning: parts) }
+        if state.withLock({ ($0.earlyAnswerRemaining ?? 1) <= 0 && $0.end == nil }) { completeEarlyAnswer(task) }
         return wait ?? eventLoop.makeSucceededVoidFuture()
     }
 

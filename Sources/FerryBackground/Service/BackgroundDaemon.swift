@@ -33,6 +33,9 @@ package actor BackgroundDaemon {
     private var running: [Int64: SessionTask] = [:]
     /// Why a running transfer is being stopped, when the daemon stops it.
     private var stopping: [Int64: BackgroundTaskRecord.State] = [:]
+    /// Who waits for a running task's end to be recorded (a pause answers with the state it
+    /// left).
+    private var endWaiters: [Int64: [CheckedContinuation<Void, Never>]] = [:]
     private var wake: Task<Void, Never>?
 
     package init(options: Options) throws {
@@ -80,6 +83,8 @@ package actor BackgroundDaemon {
                     // An upload starts over when resumed.
                     transfer.cancel()
                 }
+                // Answer with the state the pause left, not the one it found.
+                await waitUntilEnded(id)
             }
         default:
             break
@@ -181,8 +186,15 @@ package actor BackgroundDaemon {
         }
     }
 
+    /// Returns once `ended` has recorded the end of task `id` (at once if it is not running).
+    private func waitUntilEnded(_ id: Int64) async {
+        guard running[id] != nil else { return }
+        await withCheckedContinuation { endWaiters[id, default: []].append($0) }
+    }
+
     private func ended(_ id: Int64, transfer: SessionTask) {
         running[id] = nil
+        defer { for waiter in endWaiters.removeValue(forKey: id) ?? [] { waiter.resume() } }
         let reason = stopping.removeValue(forKey: id)
         do {
             if let error = transfer.error {
