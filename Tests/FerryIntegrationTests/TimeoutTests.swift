@@ -50,9 +50,11 @@ struct TimeoutTests {
 
     @Test func steadyTrickleIsNotIdle() async throws {
         try await withServer { server in
-            let session = try makeSession { $0.timeoutIntervalForRequest = 2.0 }
-            let (data, _) = try await session.data(from: server.url("/bytes/600?drip=100&interval=100"))
-            #expect(data == TestContent.data(size: 600))
+            // Ten drips a second apart: the whole body takes twice the idle timeout, each gap
+            // a fifth of it (a starved in-process server may be late by seconds, not by five).
+            let session = try makeSession { $0.timeoutIntervalForRequest = 5 }
+            let (data, _) = try await session.data(from: server.url("/bytes/1000?drip=100&interval=1000"))
+            #expect(data == TestContent.data(size: 1000))
         }
     }
 
