@@ -18,14 +18,19 @@ import Synchronization
 /// A body of unknown length is sent chunked: its end is the terminating chunk, which the
 /// server needs before it can answer, so there is no race to avoid there.
 ///
+/// A server that answers 300 or more before it has the whole body (413, 401) makes
+/// AsyncHTTPClient stop taking the body: ``hold()`` then keeps the pump from writing or
+/// ending it (an end after that fails the request with a length mismatch) until ``stop()``.
+///
 /// Lifecycle: ``start(_:length:writer:on:)`` once, from the stream closure of the request
-/// body; ``stop()`` when the response is over (or abandoned): the pump stops waiting and
-/// reading. Thread-safe.
+/// body; ``hold()`` on an early answer; ``stop()`` when the response is over (or abandoned):
+/// the pump stops waiting and reading. Thread-safe.
 final class RequestBodyPump: Sendable {
     private struct State: Sendable {
         var waiter: CheckedContinuation<Void, any Error>?
         var task: Task<Void, Never>?
         var stopped = false
+        var held = false
     }
 
     private let state = Mutex(State())
@@ -44,12 +49,14 @@ final class RequestBodyPump: Sendable {
                 var iterator = chunks.makeAsyncIterator()
                 var sent: Int64 = 0
                 while let chunk = try await iterator.next() {
+                    try await waitWhileHeld()
                     sent += Int64(chunk.readableBytes)
                     let written = writer.write(.byteBuffer(chunk))
                     // The last byte is handed over: end the body now (see the type's comment).
                     if let length, sent >= length { break }
                     try await wait(for: written)
                 }
+                try await waitWhileHeld()
                 done.succeed()
             } catch {
                 done.fail(error)
@@ -61,6 +68,21 @@ final class RequestBodyPump: Sendable {
         }
         if stopped { task.cancel() }
         return done.futureResult
+    }
+
+    /// An early answer came: write and end nothing more until ``stop()``.
+    func hold() { state.withLock { $0.held = true } }
+
+    /// Returns at once unless held; a held pump waits for ``stop()`` and throws.
+    private func waitWhileHeld() async throws {
+        guard state.withLock({ $0.held || $0.stopped }) else { return }
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let stopped = state.withLock { state in
+                if !state.stopped { state.waiter = continuation }
+                return state.stopped
+            }
+            if stopped { continuation.resume(throwing: CancellationError()) }
+        }
     }
 
     /// The response is over: stop waiting for the writer and reading the body.

@@ -172,6 +172,7 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
         let (waiter, complete) = state.withLock { state in
             state.head = head
             if state.sendsBody, head.status.code >= 300 {
+                pump.hold()
                 let bodiless = [204, 304].contains(head.status.code)
                 state.earlyAnswerRemaining =
                     bodiless ? 0 : head.headers.first(name: "content-length").flatMap { Int64($0) }
