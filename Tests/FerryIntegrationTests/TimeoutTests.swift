@@ -50,11 +50,12 @@ struct TimeoutTests {
 
     @Test func steadyTrickleIsNotIdle() async throws {
         try await withServer { server in
-            // Ten drips a second apart: the whole body takes twice the idle timeout, each gap
-            // a fifth of it (a starved in-process server may be late by seconds, not by five).
-            let session = try makeSession { $0.timeoutIntervalForRequest = 5 }
-            let (data, _) = try await session.data(from: server.url("/bytes/1000?drip=100&interval=1000"))
-            #expect(data == TestContent.data(size: 1000))
+            // Six drips two seconds apart: the whole body takes longer than the idle timeout,
+            // each gap a fifth of it. (Server and client share this process: starved beside a
+            // loaded machine's other work, it was seen late by more than four seconds.)
+            let session = try makeSession { $0.timeoutIntervalForRequest = 10 }
+            let (data, _) = try await session.data(from: server.url("/bytes/600?drip=100&interval=2000"))
+            #expect(data == TestContent.data(size: 600))
         }
     }
 
