@@ -593,9 +593,11 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
     }
 
     private func didComplete(waiters completion: Completion) {
+        // Out of the session's list before anyone hears of the end: `allTasks` (URLSession's
+        // getAllTasks) never lists a task whose caller was told it finished.
+        session?.taskDidComplete(self)
         for stream in completion.streams { stream.finish() }
         for waiter in completion.waiters { waiter.resume() }
-        session?.taskDidComplete(self)
     }
 }
 
