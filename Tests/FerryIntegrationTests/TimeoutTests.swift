@@ -82,7 +82,7 @@ struct QueueTimeoutTests {
                 $0.httpMaximumConnectionsPerHost = 1
                 // Long enough that the in-process server, starved on a loaded machine (the
                 // whole suite beside one busy core), is not taken for idle.
-                $0.timeoutIntervalForRequest = 8
+                $0.timeoutIntervalForRequest = 15
             }
             // The first task takes the only slot and is suspended mid-body (a suspended task
             // keeps its connection and does not time out); the second waits in the queue for
@@ -99,7 +99,7 @@ struct QueueTimeoutTests {
             }
             first.suspend()
             second.resume()
-            try await Task.sleep(for: .seconds(9))
+            try await Task.sleep(for: .seconds(16))
             #expect(second.error == nil, "a queued task timed out: \(String(describing: second.error))")
             #expect(second.receivedData == nil, "the second task ran beside the first")
             // The slot frees (the first task's own download is not the point here), and the
