@@ -13,9 +13,10 @@ package struct BackgroundClient: Sendable {
 
     /// One client for every daemon connection of the process. A socket nobody listens on
     /// fails at once (AsyncHTTPClient's shared client would retry connecting until the
-    /// request's deadline).
+    /// request's deadline), so the connect timeout only bounds a connection that is slow to
+    /// be set up: 10 s, which a loaded machine stays well inside (2 s did not, once).
     private static let http: HTTPClient = {
-        var configuration = HTTPClient.Configuration(timeout: .init(connect: .seconds(2), read: .seconds(60)))
+        var configuration = HTTPClient.Configuration(timeout: .init(connect: .seconds(10), read: .seconds(60)))
         configuration.connectionPool.retryConnectionEstablishment = false
         return HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
     }()
