@@ -23,23 +23,22 @@ func fileType(_ url: URL) -> mode_t? {
     return info.st_mode & S_IFMT
 }
 
-/// Reads a FIFO to its end on a thread of its own (opening it blocks until a writer comes).
-func readFIFO(_ fifo: URL) -> Task<Data, any Error> {
+/// Runs a blocking read on a thread of its own (opening a FIFO, reading a pipe to its end
+/// block), off the cooperative pool the in-process servers need.
+func readOnAThread(_ read: @escaping @Sendable () throws -> Data) -> Task<Data, any Error> {
     Task.detached {
         try await withCheckedThrowingContinuation { continuation in
-            Thread {
-                continuation.resume(
-                    with: Result {
-                        // Opening blocks until the writer opens its end; then read to EOF.
-                        let descriptor = open(fifo.path, O_RDONLY | O_CLOEXEC)
-                        guard descriptor >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
-                        let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
-                        return try handle.readToEnd() ?? Data()
-                    }
-                )
-            }
-            .start()
+            Thread { continuation.resume(with: Result { try read() }) }.start()
         }
+    }
+}
+
+/// Reads a FIFO to its end: opening blocks until the writer opens its end.
+func readFIFO(_ fifo: URL) -> Task<Data, any Error> {
+    readOnAThread {
+        let descriptor = open(fifo.path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        return try FileHandle(fileDescriptor: descriptor, closeOnDealloc: true).readToEnd() ?? Data()
     }
 }
 
@@ -231,14 +230,7 @@ struct OutputTests {
             let session = try makeSession()
             let pipe = Pipe()
             let descriptor = pipe.fileHandleForWriting.fileDescriptor
-            let reader = Task.detached {
-                try await withCheckedThrowingContinuation { continuation in
-                    Thread {
-                        continuation.resume(with: Result { try pipe.fileHandleForReading.readToEnd() ?? Data() })
-                    }
-                    .start()
-                }
-            }
+            let reader = readOnAThread { try pipe.fileHandleForReading.readToEnd() ?? Data() }
             let (location, response) = try await session.download(
                 from: server.url("/bytes/500000?seed=9"),
                 to: .stream(to: pipe.fileHandleForWriting)
