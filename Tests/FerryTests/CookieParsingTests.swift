@@ -65,4 +65,58 @@ struct CookieParsingTests {
         #expect(secure.matches(try url("https://h/"), at: now))
         #expect(!secure.matches(try url("http://h/"), at: now))
     }
+
+    /// Security review 10: a `Domain` that is a public suffix (`co.uk`, `github.io`, a
+    /// wildcard's match) is refused unless it is the host itself (then the cookie is
+    /// host-only), by the system's list (Debian's `publicsuffix`).
+    @Test("13.10: a Domain that is a public suffix is refused")
+    func publicSuffixDomainsAreRefused() throws {
+        func cookie(_ field: String, _ page: String) throws -> Cookie? {
+            SetCookieParser.cookie(from: field, for: try url(page), now: now)
+        }
+        #expect(try cookie("a=1; Domain=co.uk", "https://a.co.uk/") == nil)
+        #expect(try cookie("a=1; Domain=.CO.UK", "https://a.co.uk/") == nil)
+        #expect(try cookie("a=1; Domain=com.au", "http://shop.com.au/") == nil)
+        #expect(try cookie("a=1; Domain=github.io", "https://me.github.io/") == nil)
+        #expect(try cookie("a=1; Domain=anything.ck", "https://www.anything.ck/") == nil)
+        let own = try #require(try cookie("a=1; Domain=a.co.uk", "https://x.a.co.uk/"))
+        #expect(own.domain == "a.co.uk" && !own.hostOnly)
+        // A host that is itself a suffix may set a host-only cookie (RFC 6265 §5.3 step 5).
+        let hostOnly = try #require(try cookie("a=1; Domain=github.io", "https://github.io/"))
+        #expect(hostOnly.hostOnly && hostOnly.domain == "github.io")
+    }
+
+    /// The public suffix list's rules (normal, wildcard, exception), and the rules used
+    /// when the system has no list, which still catch the common second-level suffixes.
+    @Test func publicSuffixListRules() throws {
+        let system = try #require(PublicSuffixList.system, "the publicsuffix package is not installed")
+        #expect(system.isPublicSuffix("github.io") && system.isPublicSuffix("com"))
+        #expect(system.isPublicSuffix("anything.ck") && !system.isPublicSuffix("www.ck"))
+        #expect(!system.isPublicSuffix("example.com") && !system.isPublicSuffix("a.co.uk"))
+        let small = PublicSuffixList(rules: "// comment\nuk\nco.uk\n*.kawasaki.jp\n!city.kawasaki.jp\n")
+        #expect(small.isPublicSuffix("co.uk") && small.isPublicSuffix("uk") && !small.isPublicSuffix("a.co.uk"))
+        #expect(small.isPublicSuffix("x.kawasaki.jp") && !small.isPublicSuffix("city.kawasaki.jp"))
+        let fallback = PublicSuffixList.fallback
+        for suffix in ["co.uk", "com.au", "ac.jp", "uk", "com"] {
+            #expect(fallback.isPublicSuffix(suffix), "\(suffix)")
+        }
+        for domain in ["example.com", "a.co.uk", "bbc.co.uk"] { #expect(!fallback.isPublicSuffix(domain), "\(domain)") }
+        let page = try url("https://a.co.uk/")
+        #expect(SetCookieParser.cookie(from: "a=1; Domain=co.uk", for: page, now: now, suffixes: fallback) == nil)
+    }
+
+    /// Security review 10: a response over plain http cannot set a cookie that would
+    /// replace (shadow) a `Secure` one of the same name for that domain and path (RFC 6265bis
+    /// §5.7 step 16); over https it can.
+    @Test("13.10: plain http cannot replace a Secure cookie")
+    func plainHTTPCannotReplaceASecureCookie() throws {
+        let store = CookieStore()
+        store.store(setCookieFields: ["s=1; Secure; Path=/", "t=1; Path=/"], from: try url("https://example.com/"))
+        store.store(setCookieFields: ["s=2; Path=/", "t=2; Path=/"], from: try url("http://example.com/"))
+        store.store(setCookieFields: ["s=3; Domain=example.com; Path=/a"], from: try url("http://www.example.com/"))
+        let kept = store.allCookies.map { "\($0.name)=\($0.value)" }.sorted()
+        #expect(kept == ["s=1", "t=2"])
+        store.store(setCookieFields: ["s=4; Path=/"], from: try url("https://example.com/"))
+        #expect(store.allCookies.map { "\($0.name)=\($0.value)" }.sorted() == ["s=4", "t=2"])
+    }
 }

@@ -100,11 +100,28 @@ public final class CookieStore: Sendable {
     }
 
     /// Stores what `Set-Cookie` fields of a response to `url` set; fields that are malformed
-    /// or not the response's to set are ignored, as RFC 6265 says.
+    /// or not the response's to set are ignored, as RFC 6265 says. A response over plain
+    /// `http` may not set a cookie that would replace or shadow a `Secure` one (RFC 6265bis
+    /// §5.7 step 16): the same name, for a domain either one covers, and a path within the
+    /// secure cookie's.
     func store(setCookieFields fields: [String], from url: URL) {
         let now = Date()
+        let secureOrigin = url.scheme?.lowercased() == "https"
         for field in fields {
-            if let cookie = SetCookieParser.cookie(from: field, for: url, now: now) { set(cookie) }
+            guard let cookie = SetCookieParser.cookie(from: field, for: url, now: now) else { continue }
+            if !secureOrigin && !cookie.secure && shadowsSecureCookie(cookie) { continue }
+            set(cookie)
+        }
+    }
+
+    private func shadowsSecureCookie(_ cookie: Cookie) -> Bool {
+        cookies.withLock { cookies in
+            cookies.contains { kept in
+                kept.secure && kept.name == cookie.name
+                    && (Cookie.domain(kept.domain, matches: cookie.domain)
+                        || Cookie.domain(cookie.domain, matches: kept.domain))
+                    && Cookie.path(cookie.path, matches: kept.path)
+            }
         }
     }
 

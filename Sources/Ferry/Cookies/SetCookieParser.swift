@@ -4,8 +4,13 @@ import Foundation
 enum SetCookieParser {
     /// The cookie `field` sets for a response to `url`, or `nil` when the field is malformed
     /// or the cookie is not the response's to set (a `Domain` the host is not in, a `Secure`
-    /// cookie from plain `http`).
-    static func cookie(from field: String, for url: URL, now: Date = Date()) -> Cookie? {
+    /// cookie from plain `http`, a `Domain` that is a public suffix of `suffixes`).
+    static func cookie(
+        from field: String,
+        for url: URL,
+        now: Date = Date(),
+        suffixes: PublicSuffixList = .current
+    ) -> Cookie? {
         guard let host = url.host?.lowercased(), !host.isEmpty else { return nil }
         let parts = field.split(separator: ";", omittingEmptySubsequences: false)
         guard let pair = parts.first, let equals = pair.firstIndex(of: "=") else { return nil }
@@ -41,6 +46,13 @@ enum SetCookieParser {
                 // is not this response's to set.
                 guard Cookie.domain(host, matches: domain), domain.contains(".") || domain == host else {
                     return nil
+                }
+                // A public suffix (`co.uk`) would reach every site beneath it: refused,
+                // unless it is the host itself, which then gets a host-only cookie (RFC
+                // 6265 §5.3 step 5).
+                if suffixes.isPublicSuffix(domain) {
+                    guard domain == host else { return nil }
+                    break
                 }
                 cookie.domain = domain
                 cookie.hostOnly = false
