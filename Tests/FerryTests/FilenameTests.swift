@@ -55,4 +55,22 @@ struct FilenameTests {
         #expect(response.suggestedFilename == "evil.sh")
         #expect(HTTPResponse(url: URL(string: "http://h/")!, statusCode: 200).suggestedFilename == "download")
     }
+
+    /// Security review 15: bidirectional controls (embeddings, overrides, isolates), marks
+    /// and zero-width characters never reach a name: `report\u{2066}fdp.exe` must not show
+    /// as something it is not.
+    @Test("13.15: bidi controls and zero-width characters never reach a file name")
+    func bidiAndZeroWidthCharactersAreRemoved() {
+        for hidden in [
+            "\u{202A}", "\u{202B}", "\u{202C}", "\u{202D}", "\u{202E}", "\u{2066}", "\u{2067}", "\u{2068}",
+            "\u{2069}", "\u{200B}", "\u{200C}", "\u{200D}", "\u{200E}", "\u{200F}", "\u{2060}", "\u{FEFF}",
+        ] {
+            #expect(
+                SafeFilename.sanitize("report\(hidden)fdp.exe") == "reportfdp.exe",
+                "U+\(String(hidden.unicodeScalars.first!.value, radix: 16))"
+            )
+        }
+        // Letters of other scripts stay.
+        #expect(SafeFilename.sanitize("отчёт-報告.pdf") == "отчёт-報告.pdf")
+    }
 }

@@ -17,9 +17,14 @@ final class DestinationLock: Sendable {
     private let descriptor: Int32
 
     /// Claims `destination`, or throws when another download holds it.
-    init(destination: URL) throws {
+    ///
+    /// - Parameter description: what the error names as busy (default: the destination).
+    init(destination: URL, description: String? = nil) throws {
         let directory = destination.deletingLastPathComponent()
-        path = directory.appendingPathComponent(".\(destination.lastPathComponent).ferry-lock").path
+        path =
+            directory.appendingPathComponent(
+                SafeFilename.sidecar(of: destination.lastPathComponent, suffix: ".ferry-lock")
+            ).path
         while true {
             let descriptor = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
             guard descriptor >= 0 else {
@@ -29,7 +34,7 @@ final class DestinationLock: Sendable {
                 close(descriptor)
                 throw FerryError(
                     .destinationInUse,
-                    "'\(destination.path)' is being downloaded by another task or process."
+                    "\(description ?? "'\(destination.path)'") is being downloaded by another task or process."
                 )
             }
             // The holder before us may have removed the file after we opened it: then our

@@ -2,7 +2,8 @@
 ///
 /// A name from `Content-Disposition` or a URL is hostile input: it may hold `/`, `..`,
 /// control characters, or be thousands of bytes long. ``sanitize(_:fallback:)`` keeps only its
-/// last path component, removes control and separator characters, refuses `.` and `..` and
+/// last path component, removes control, separator, bidirectional and zero-width characters,
+/// refuses `.` and `..` and
 /// leading dots (no hidden files), and bounds the UTF-8 length to 255 bytes, keeping the
 /// extension where it can.
 public enum SafeFilename {
@@ -25,12 +26,7 @@ public enum SafeFilename {
             name.split(whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? ""
         var cleaned = String(
             String.UnicodeScalarView(
-                lastComponent.unicodeScalars.filter { scalar in
-                    !(scalar.value < 0x20 || scalar.value == 0x7F
-                        || (0x80...0x9F).contains(scalar.value)
-                        || scalar == "\u{2028}" || scalar == "\u{2029}"
-                        || scalar == "\u{202E}" || scalar == "\u{202D}")
-                }
+                lastComponent.unicodeScalars.filter { !isHidden($0) }
             )
         )
         cleaned = cleaned.trimmingWhitespace()
@@ -38,6 +34,37 @@ public enum SafeFilename {
         cleaned = cleaned.trimmingWhitespace()
         if cleaned.isEmpty { return fallback }
         return bounded(cleaned)
+    }
+
+    /// Characters that are invisible or reorder what is shown: controls, line and paragraph
+    /// separators, the bidirectional controls (embeddings, overrides and isolates, which make
+    /// `evil\u{202E}txt.exe` read as `evilexe.txt`), the directional marks, and zero-width
+    /// characters and the byte order mark.
+    static func isHidden(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0..<0x20, 0x7F, 0x80...0x9F: true
+        case 0x2028, 0x2029: true
+        case 0x202A...0x202E, 0x2066...0x2069, 0x200E, 0x200F, 0x061C: true
+        case 0x200B...0x200D, 0x2060, 0xFEFF, 0x180E: true
+        default: false
+        }
+    }
+
+    /// The name of a hidden file that accompanies `name` (`.NAME` then `suffix`), within
+    /// ``maximumLength`` bytes: a long name is cut and marked with a hash of all of it, so
+    /// side files of different long names stay different.
+    static func sidecar(of name: String, suffix: String) -> String {
+        let whole = "." + name + suffix
+        guard whole.utf8.count > maximumLength else { return whole }
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in name.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0100_0000_01b3
+        }
+        let mark = "~" + String(hash, radix: 16)
+        var stem = Substring(name)
+        while 1 + stem.utf8.count + mark.utf8.count + suffix.utf8.count > maximumLength { stem.removeLast() }
+        return "." + stem + mark + suffix
     }
 
     private static func bounded(_ name: String) -> String {
