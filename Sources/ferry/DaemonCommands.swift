@@ -69,18 +69,20 @@ struct DaemonCommand: AsyncParsableCommand {
             var options = BackgroundDaemon.Options(stateDirectory: locations.stateDirectory)
             options.globalLimit = max(1, globalLimit)
             options.perHostLimit = max(1, perHostLimit)
-            let service = try BackgroundDaemon(options: options)
-            try await service.start()
             var allowedDirectories = [
                 FileManager.default.homeDirectoryForCurrentUser, locations.stateDirectory,
                 FileManager.default.temporaryDirectory, URL(fileURLWithPath: "/tmp"),
             ]
             allowedDirectories += allowed.map { URL(fileURLWithPath: $0, isDirectory: true) }
+            options.allowedDirectories = allowedDirectories
+            let service = try BackgroundDaemon(options: options)
             let server = try await BackgroundServer.start(
                 daemon: service,
                 socket: locations.socket,
                 allowedDirectories: allowedDirectories
             )
+            // Transfers start only once the socket is bound (its umask is process-wide).
+            try await service.start()
             FileHandle.standardError.write(
                 Data(
                     "ferry daemon: listening on \(server.socketPath) (state in \(locations.stateDirectory.path))\n".utf8

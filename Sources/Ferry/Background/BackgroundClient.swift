@@ -4,6 +4,10 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Speaks the daemon's socket API (see `Documentation/daemon-protocol.md`): what `ferry add`,
 /// `ls`, `pause`, `resume`, `cancel` and `wait` use.
 package struct BackgroundClient: Sendable {
@@ -96,6 +100,7 @@ package struct BackgroundClient: Sendable {
             request.headers.add(name: "Content-Type", value: "application/json")
             request.body = .bytes(ByteBuffer(bytes: try BackgroundAPI.encoder.encode(body)))
         }
+        try Self.checkPeer(at: socket.path)
         let response: HTTPClientResponse
         let bytes: ByteBuffer
         do {
@@ -120,4 +125,45 @@ package struct BackgroundClient: Sendable {
         }
         return data
     }
+
+    /// Refuses a socket whose listener runs as another user (`SO_PEERCRED`): requests carry
+    /// paths and credentials, and answers are believed, so they go to this user's daemon
+    /// only. A socket nobody listens on is left to the request, which says so.
+    static func checkPeer(at path: String) throws {
+        let descriptor = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard descriptor >= 0 else { return }
+        defer { close(descriptor) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0
+            }
+        }
+        guard connected else { return }
+        var credentials = PeerCredentials()
+        var length = socklen_t(MemoryLayout<PeerCredentials>.size)
+        guard getsockopt(descriptor, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0 else {
+            throw FileSystem.error("Cannot tell who listens on \(path)")
+        }
+        guard credentials.uid == geteuid() else {
+            throw FerryError(
+                .unsupportedConfiguration,
+                "\(path) is served by another user (uid \(credentials.uid)), not by this user's daemon: refused."
+            )
+        }
+    }
+}
+
+/// `struct ucred` (Linux), which Glibc's module does not export.
+private struct PeerCredentials {
+    var pid: Int32 = 0
+    var uid: UInt32 = 0
+    var gid: UInt32 = 0
 }

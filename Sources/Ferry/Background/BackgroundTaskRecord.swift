@@ -94,3 +94,21 @@ package struct BackgroundTaskRecord: Codable, Sendable, Equatable {
         key.hasPrefix("task-") ? Int64(key.dropFirst(5)) : nil
     }
 }
+
+extension BackgroundTaskRecord {
+    /// Header fields whose values are credentials: never shown, never sent back by the API.
+    static func isSecret(_ name: String) -> Bool {
+        let name = name.lowercased()
+        return ["authorization", "proxy-authorization", "cookie", "x-api-key"].contains(name)
+            || name.contains("token") || name.contains("secret") || name.contains("password")
+    }
+
+    /// The record as the daemon's API returns it and `ferry ls` prints it: the value of
+    /// every credential header replaced by `<redacted>` (the store keeps it, readable by its
+    /// user alone, to send it).
+    package var redacted: BackgroundTaskRecord {
+        var copy = self
+        for name in headers.keys where Self.isSecret(name) { copy.headers[name] = "<redacted>" }
+        return copy
+    }
+}

@@ -36,6 +36,8 @@ public struct DownloadDestination: Sendable {
     let fixedURL: URL?
     /// An open handle the body is written into in order (``stream(to:)``).
     let handle: FileHandle?
+    /// Directories the file must still lie in (links resolved) when it is moved into place.
+    package private(set) var confinement: [URL]?
 
     /// A destination chosen by `resolve` from the temporary file and the response.
     public init(
@@ -78,6 +80,15 @@ public struct DownloadDestination: Sendable {
             options: [],
             handle: handle
         )
+    }
+
+    /// A fixed file that must lie inside `directories` (symbolic links resolved) when it is
+    /// moved into place, or the move fails: the daemon's tasks, whose paths were judged
+    /// when they were added and could have changed since.
+    package static func file(_ url: URL, options: Options, confinedTo directories: [URL]) -> DownloadDestination {
+        var destination = DownloadDestination(fixed: url, options: options)
+        destination.confinement = directories
+        return destination
     }
 
     /// A fixed file.

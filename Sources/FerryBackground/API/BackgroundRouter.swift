@@ -51,7 +51,7 @@ struct BackgroundRouter: Sendable {
                 fields: BackgroundAPI.AddTask.fields
             )
             let record = try validate(request)
-            return Response(status: 201, body: Self.json(try await daemon.add(record)))
+            return Response(status: 201, body: Self.json(try await daemon.add(record).redacted))
         case ("GET", .tasks):
             let session = try query["session"].map(Self.validSession)
             let tasks = try daemon.store.tasks(session: session)
@@ -68,7 +68,7 @@ struct BackgroundRouter: Sendable {
             case "cancel": task = try await found(id) { try await $0.cancel($1) }
             default: throw BackgroundAPI.Failure.notFound("No action '\(action)' (pause, resume, cancel).")
             }
-            return Response(status: 200, body: Self.json(task))
+            return Response(status: 200, body: Self.json(task.redacted))
         case ("GET", .sessions):
             return Response(
                 status: 200,
@@ -130,8 +130,10 @@ struct BackgroundRouter: Sendable {
     }
 
     /// Running tasks with the bytes they have now rather than at their last checkpoint.
+    /// `tasks` as a client sees them: with live progress, and with credentials redacted.
     private func live(_ tasks: [BackgroundTaskRecord]) async -> [BackgroundTaskRecord] {
-        var result = tasks
+        var result: [BackgroundTaskRecord] = []
+        for task in tasks { result.append(await daemon.reported(task.redacted)) }
         for index in result.indices where result[index].state == .running {
             if let id = result[index].id, let progress = await daemon.liveProgress(id) {
                 result[index].bytesReceived = max(result[index].bytesReceived, progress.received)
@@ -212,28 +214,14 @@ struct BackgroundRouter: Sendable {
             throw .badRequest("The \(role) must be an absolute path to a file, without '.' or '..'.")
         }
         let file = URL(fileURLWithPath: path)
-        let directory = Self.resolvedExistingPrefix(file.deletingLastPathComponent())
-        let allowed = allowedDirectories.map { Self.resolvedExistingPrefix($0).path }
-        guard allowed.contains(where: { directory.path == $0 || directory.path.hasPrefix($0 == "/" ? "/" : $0 + "/") })
-        else {
+        let directory = PathConfinement.resolvedExistingPrefix(file.deletingLastPathComponent())
+        guard PathConfinement.contains(allowedDirectories, file) else {
+            let allowed = allowedDirectories.map { PathConfinement.resolvedExistingPrefix($0).path }
             throw .forbiddenPath(
                 "'\(path)' is outside the directories the daemon may use (\(allowed.joined(separator: ", ")))."
             )
         }
         return directory.appendingPathComponent(file.lastPathComponent)
-    }
-
-    /// The directory with symbolic links resolved as far as it exists.
-    private static func resolvedExistingPrefix(_ directory: URL) -> URL {
-        var existing = directory.standardizedFileURL
-        var missing: [String] = []
-        while !FileManager.default.fileExists(atPath: existing.path), existing.path != "/" {
-            missing.insert(existing.lastPathComponent, at: 0)
-            existing = existing.deletingLastPathComponent()
-        }
-        var resolved = existing.resolvingSymlinksInPath()
-        for component in missing { resolved.appendPathComponent(component) }
-        return resolved
     }
 
     private static func validSession(_ name: String) throws(BackgroundAPI.Failure) -> String {

@@ -23,6 +23,9 @@ package actor BackgroundDaemon {
         package var perHostLimit = 4
         /// Retries of transient failures per start, each resuming.
         package var retries = 5
+        /// Where tasks' files may be (links resolved), judged again when a task's source is
+        /// opened and when its file is moved into place; `nil`: anywhere.
+        package var allowedDirectories: [URL]?
 
         package init(stateDirectory: URL) { self.stateDirectory = stateDirectory }
     }
@@ -30,12 +33,16 @@ package actor BackgroundDaemon {
     package let store: BackgroundStore
     private let session: Session
     private let scheduler: BackgroundScheduler
+    /// ``Options/allowedDirectories``.
+    private let allowedDirectories: [URL]?
     private var running: [Int64: SessionTask] = [:]
     /// Why a running transfer is being stopped, when the daemon stops it.
     private var stopping: [Int64: BackgroundTaskRecord.State] = [:]
     /// Who waits for a running task's end to be recorded (a pause answers with the state it
     /// left).
     private var endWaiters: [Int64: [CheckedContinuation<Void, Never>]] = [:]
+    /// Tasks that ended but whose end the store refused to record, with why.
+    private var unrecorded: [Int64: String] = [:]
     private var wake: Task<Void, Never>?
 
     package init(options: Options) throws {
@@ -48,12 +55,14 @@ package actor BackgroundDaemon {
         configuration.cookieStore = nil
         session = try Session(configuration: configuration)
         scheduler = BackgroundScheduler(limit: options.globalLimit)
+        allowedDirectories = options.allowedDirectories
     }
 
     /// Picks up where the last run stopped, then schedules.
     package func start() throws {
         for task in try store.tasks() where task.state == .running {
-            guard let id = task.id else { continue }
+            // Left `running` by the last run (not one a request started since this began).
+            guard let id = task.id, running[id] == nil else { continue }
             try store.update(id) { $0.state = .queued }
         }
         try schedule()
@@ -113,9 +122,7 @@ package actor BackgroundDaemon {
             stopping[id] = .canceled
             transfer.cancel()
         } else if !task.state.isFinal {
-            if let resume = store.resumeData(for: task.resumeKey) {
-                try? FileManager.default.removeItem(at: resume.partialFile)
-            }
+            if let resume = store.resumeData(for: task.resumeKey) { PartialFile.removeNamed(resume.partialFile) }
             try store.finish(id, as: .canceled, detail: nil)
         }
         return try store.task(id)
@@ -161,16 +168,27 @@ package actor BackgroundDaemon {
         var request = URLRequest(url: url)
         for (name, value) in record.headers { request.setValue(value, forHTTPHeaderField: name) }
         let transfer: SessionTask
+        let allowed = allowedDirectories
+        if let allowed,
+            !PathConfinement.contains(allowed, URL(fileURLWithPath: record.sourceFile ?? record.destination))
+        {
+            try store.finish(
+                id,
+                as: .failed,
+                detail:
+                    "'\(record.sourceFile ?? record.destination)' no longer lies in a directory the daemon may use (a link changed since the task was added)."
+            )
+            return
+        }
         if record.kind == .upload, let source = record.sourceFile {
             request.httpMethod = record.method ?? "POST"
             transfer = session.uploadTask(with: request, fromFile: URL(fileURLWithPath: source))
         } else {
+            let file = URL(fileURLWithPath: record.destination)
+            let replacing: DownloadDestination.Options = [.removePreviousFile, .createIntermediateDirectories]
             let download = session.downloadTask(
                 with: request,
-                to: .file(
-                    URL(fileURLWithPath: record.destination),
-                    options: [.removePreviousFile, .createIntermediateDirectories]
-                )
+                to: allowed.map { .file(file, options: replacing, confinedTo: $0) } ?? .file(file, options: replacing)
             )
             download.resumeKey = record.resumeKey
             download.resumesFromStore = true
@@ -192,35 +210,68 @@ package actor BackgroundDaemon {
         await withCheckedContinuation { endWaiters[id, default: []].append($0) }
     }
 
-    private func ended(_ id: Int64, transfer: SessionTask) {
+    /// Waits before each new attempt to record a task's end in a store that refused it.
+    static let recordRetryDelays: [Duration] = [.milliseconds(100), .milliseconds(500), .seconds(2), .seconds(5)]
+
+    private func ended(_ id: Int64, transfer: SessionTask) async {
         running[id] = nil
         defer { for waiter in endWaiters.removeValue(forKey: id) ?? [] { waiter.resume() } }
         let reason = stopping.removeValue(forKey: id)
-        do {
-            if let error = transfer.error {
-                switch reason {
-                case .paused?:
-                    try store.update(id) { $0.state = .paused }
-                case .canceled?:
-                    try store.finish(id, as: .canceled, detail: nil)
-                default:
-                    try store.finish(id, as: .failed, detail: error.description)
+        var attempt = 0
+        while true {
+            do {
+                try recordEnd(id, transfer: transfer, reason: reason)
+                unrecorded[id] = nil
+                break
+            } catch {
+                // A locked or full store: say so, and try again; a task left `running` in the
+                // store would keep `ferry wait` waiting for ever.
+                let message = "the store could not record the end of task \(id): \(error)"
+                FileHandle.standardError.write(Data("ferry daemon: \(message); retrying\n".utf8))
+                guard attempt < Self.recordRetryDelays.count else {
+                    // Clients are told it failed, and why; the next start finds it `running`
+                    // and queues it again.
+                    unrecorded[id] = "Failed: \(message)."
+                    break
                 }
-            } else if let upload = transfer as? DataTask {
-                try finishUpload(id, upload)
-            } else {
-                let received = transfer.countOfBytesReceived
-                try store.update(id) {
-                    $0.bytesReceived = max($0.bytesReceived, received)
-                    $0.bytesExpected = $0.bytesExpected ?? received
-                }
-                try store.finish(id, as: .completed, detail: (transfer as? DownloadTask)?.fileURL?.path)
+                try? await Task.sleep(for: Self.recordRetryDelays[attempt])
+                attempt += 1
             }
-            try schedule()
-        } catch {
-            // The store refused a write: the task stays as stored and is picked up again at
-            // the next start.
         }
+        try? schedule()
+    }
+
+    /// Writes the end of task `id` (as `transfer` ended, stopped for `reason`) to the store.
+    private func recordEnd(_ id: Int64, transfer: SessionTask, reason: BackgroundTaskRecord.State?) throws {
+        if let error = transfer.error {
+            switch reason {
+            case .paused?:
+                try store.update(id) { $0.state = .paused }
+            case .canceled?:
+                try store.finish(id, as: .canceled, detail: nil)
+            default:
+                try store.finish(id, as: .failed, detail: error.description)
+            }
+        } else if let upload = transfer as? DataTask {
+            try finishUpload(id, upload)
+        } else {
+            let received = transfer.countOfBytesReceived
+            try store.update(id) {
+                $0.bytesReceived = max($0.bytesReceived, received)
+                $0.bytesExpected = $0.bytesExpected ?? received
+            }
+            try store.finish(id, as: .completed, detail: (transfer as? DownloadTask)?.fileURL?.path)
+        }
+    }
+
+    /// `task` as clients see it: a task whose end the store could not record is shown
+    /// failed, with the reason.
+    package func reported(_ task: BackgroundTaskRecord) -> BackgroundTaskRecord {
+        guard let id = task.id, let message = unrecorded[id], !task.state.isFinal else { return task }
+        var shown = task
+        shown.state = .failed
+        shown.errorMessage = message
+        return shown
     }
 
     /// An upload's response: its body to the task's destination, its status and fields to

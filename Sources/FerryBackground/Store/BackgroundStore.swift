@@ -22,12 +22,19 @@ package final class BackgroundStore: Sendable {
                 withIntermediateDirectories: true,
                 attributes: [.posixPermissions: 0o700]
             )
+            chmod(directory.path, 0o700)
+            // The store keeps request headers (credentials among them): it is its user's
+            // alone. SQLite gives its -wal and -shm files the database file's mode.
+            let path = directory.appendingPathComponent("ferry.sqlite").path
+            let file = open(path, O_CREAT | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0o600)
+            if file >= 0 {
+                fchmod(file, 0o600)
+                close(file)
+            }
+            for suffix in ["-wal", "-shm"] { chmod(path + suffix, 0o600) }
             var configuration = Configuration()
             configuration.busyMode = .timeout(10)
-            database = try DatabasePool(
-                path: directory.appendingPathComponent("ferry.sqlite").path,
-                configuration: configuration
-            )
+            database = try DatabasePool(path: path, configuration: configuration)
             try Self.migrator.migrate(database)
         } catch {
             throw FerryError(.fileSystem, "Cannot open the daemon's store in '\(directory.path)'.", underlying: error)
