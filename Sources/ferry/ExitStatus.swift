@@ -13,12 +13,13 @@ enum ExitStatus {
         case .secureConnectionFailed: 60
         case .badServerResponse: 8
         case .unacceptableStatusCode, .unacceptableContentType: 22
-        case .fileSystem, .uploadBodyFailed, .destinationInUse: 23
+        case .fileSystem, .uploadBodyFailed, .destinationInUse, .destinationExists: 23
+        case .bodyTooLarge: 63
         case .checksumMismatch: 9
         case .timedOut: 28
         case .redirectFailed: 47
         case .cancelled, .cancelledByDelegate: interrupted
-        case .sessionInvalidated, .unsupportedConfiguration, .bodyTooLarge, .bodyNotReplayable, .invalidResumeData,
+        case .sessionInvalidated, .unsupportedConfiguration, .bodyNotReplayable, .invalidResumeData,
             .serializationFailed:
             1
         }

@@ -19,7 +19,8 @@ struct GetCommand: AsyncParsableCommand {
             The file named by -o (or chosen by -O) appears only when the download is complete:
             the body streams to a hidden partial file beside it and is renamed into place. An
             HTTP error body is never written to it, and an existing file is replaced only by a
-            complete download.
+            complete download. -O never replaces an existing file unless --clobber is given
+            (the server chose that name, not you).
 
             Without -o or -O, or with -o -, the body streams to standard output as it arrives.
             An -o that is not a regular file (/dev/null, a FIFO, /dev/stdout, anything under
@@ -68,9 +69,19 @@ struct GetCommand: AsyncParsableCommand {
     @Flag(
         name: .customLong("compressed"),
         help:
-            "Ask for a gzip or deflate body and write it decoded (curl's --compressed). A coded download is never continued with a range: it starts over."
+            "Ask for a gzip or deflate body and write it decoded (curl's --compressed). A body that inflates more than 200-fold is refused (without --max-filesize, which is then the only limit). A coded download is never continued with a range: it starts over."
     )
     var compressed = false
+
+    @Option(
+        name: .customLong("max-filesize"),
+        help:
+            "Refuse a file larger than BYTES (suffixes k, M, G), received or decoded; exit 63, as curl."
+    )
+    var maximumFileSize: String?
+
+    @Flag(name: .customLong("clobber"), help: "With -O, replace a file of the chosen name (without it, exit 23).")
+    var clobber = false
 
     @OptionGroup var connection: ConnectionOptions
 
@@ -117,6 +128,33 @@ struct GetCommand: AsyncParsableCommand {
             throw ValidationError("--json prints events on standard output; name a file with -o or -O.")
         }
         if let problem = CommandRequest.headerProblem(in: headers) { throw ValidationError(problem) }
+        if let maximumFileSize, Self.byteCount(maximumFileSize) == nil {
+            throw ValidationError("--max-filesize takes a number of bytes, with k, M or G if you like (10M).")
+        }
+        if clobber && !remoteName { throw ValidationError("--clobber goes with -O (-o always replaces its file).") }
+    }
+
+    /// A byte count as curl writes it: digits, then optionally k, M or G (powers of 1024).
+    static func byteCount(_ text: String) -> Int64? {
+        let units: [Character: Int64] = [
+            "k": 1 << 10, "K": 1 << 10, "m": 1 << 20, "M": 1 << 20, "g": 1 << 30, "G": 1 << 30,
+        ]
+        var digits = Substring(text)
+        var unit: Int64 = 1
+        if let last = text.last, let multiplier = units[last] {
+            unit = multiplier
+            digits = digits.dropLast()
+        }
+        guard !digits.isEmpty, digits.allSatisfy(\.isASCII), let value = Int64(digits), value >= 0 else { return nil }
+        let (product, overflow) = value.multipliedReportingOverflow(by: unit)
+        return overflow ? nil : product
+    }
+
+    /// `error`, with the option that would let it pass, where there is one.
+    private func hint(for error: FerryError) -> FerryError {
+        var error = error
+        if error.reason == .destinationExists { error.message += " Use --clobber to replace it." }
+        return error
     }
 
     func run() async throws {
@@ -139,10 +177,14 @@ struct GetCommand: AsyncParsableCommand {
         }
         let destination = makeDestination(&configuration)
         // An output written in order gets its body decoded as it streams; a file keeps the
-        // coded bytes and is decoded once complete.
-        configuration.automaticDecompression = compressed && destination.isWrittenInOrder
+        // coded bytes while they arrive and is decoded once complete, before the checksum.
+        configuration.automaticDecompression = compressed
+        configuration.maximumFileSize = maximumFileSize.flatMap(Self.byteCount)
+        // The ratio guards against bombs when nothing else does; a size the user gave is the
+        // limit they chose.
+        if configuration.maximumFileSize != nil { configuration.maximumDecompressionRatio = nil }
         if compressed, request.value(forHTTPHeaderField: "Accept-Encoding") == nil {
-            request.setValue(ContentDecoding.acceptEncoding, forHTTPHeaderField: "Accept-Encoding")
+            request.setValue("gzip, deflate", forHTTPHeaderField: "Accept-Encoding")
         }
         if destination.isWrittenInOrder, let output, output != "-" {
             if checksum != nil {
@@ -216,16 +258,7 @@ struct GetCommand: AsyncParsableCommand {
                 }
                 Foundation.exit(interrupted.isSet ? ExitStatus.interrupted : ExitStatus.code(for: error))
             }
-            fail(error)
-        }
-        if compressed, !destination.isWrittenInOrder, let coding = ContentDecoding.coding(of: task.response),
-            let file = task.fileURL
-        {
-            do {
-                try ContentDecoding.decodeInPlace(file, coding: coding)
-            } catch {
-                fail(error)
-            }
+            fail(hint(for: error))
         }
         if speak, continueDownload, let continuedAt {
             FileHandle.standardError.write(
@@ -267,7 +300,7 @@ struct GetCommand: AsyncParsableCommand {
         }
         configuration.downloadsDirectory = directory
         configuration.resumeStore = ResumeStore(directory: directory)
-        return .directory(directory, options: [.removePreviousFile])
+        return .directory(directory, options: clobber ? [.removePreviousFile] : [])
     }
 
     private func fail(_ error: FerryError) -> Never { ExitStatus.exit(with: error, json: json) }

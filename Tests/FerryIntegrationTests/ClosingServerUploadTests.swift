@@ -114,7 +114,7 @@ struct ClosingServerUploadTests {
     /// A server that answers before it has read the body (413 over its size limit, 401
     /// before authentication) is reported with its status, not as a network error: nginx,
     /// FerryTestServer's `/early`, each 20 times, with a 1 MiB and a 20 MiB body.
-    @Test(.enabled(if: Nginx.binary != nil || Nginx.required))
+    @Test(.enabled(if: Nginx.enabled))
     func earlyAnswersAreReportedWithTheirStatus() async throws {
         let root = try makeTemporaryDirectory("early-root")
         defer { try? FileManager.default.removeItem(at: root) }

@@ -53,7 +53,7 @@ struct CookieFileTests {
 
     /// A jar curl wrote (`curl -c`), `#HttpOnly_` lines and its header comment included, is
     /// read by `ferry -b`, against nginx.
-    @Test(.enabled(if: Nginx.binary != nil || Nginx.required))
+    @Test(.enabled(if: Nginx.enabled))
     func ferryReadsCurlsJarWithNginx() async throws {
         let root = try makeTemporaryDirectory("cookie-nginx")
         defer { try? FileManager.default.removeItem(at: root) }

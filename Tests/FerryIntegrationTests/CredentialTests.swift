@@ -33,7 +33,7 @@ struct CredentialTests {
 
     /// `-u` sends Basic with the first request, as curl does: nginx logs one 200 for each,
     /// no 401 first. `--anyauth` waits for the challenge (401, then 200).
-    @Test(.enabled(if: Nginx.binary != nil || Nginx.required))
+    @Test(.enabled(if: Nginx.enabled))
     func dashUSendsBasicAtOnceLikeCurl() async throws {
         let root = try makeTemporaryDirectory("auth-nginx")
         defer { try? FileManager.default.removeItem(at: root) }
@@ -74,7 +74,7 @@ struct CredentialTests {
     /// `-n` reads `~/.netrc` and `--netrc-file` a named file (machine, default, login,
     /// password, quoted values); a file others may read is refused; curl reads the same
     /// files the same way.
-    @Test(.enabled(if: Nginx.binary != nil || Nginx.required))
+    @Test(.enabled(if: Nginx.enabled))
     func netrcFilesLikeCurl() async throws {
         let root = try makeTemporaryDirectory("netrc-nginx")
         defer { try? FileManager.default.removeItem(at: root) }

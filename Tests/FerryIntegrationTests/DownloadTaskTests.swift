@@ -108,7 +108,7 @@ struct DownloadTaskTests {
             let events = task.events
             task.resume()
             let seen = await collectEvents(events)
-            #expect(task.error?.reason == .fileSystem)
+            #expect(task.error?.reason == .destinationExists)
             #expect(seen.contains { $0.name == "failedToMoveDownload" })
             #expect(try Data(contentsOf: target) == Data("old".utf8))
             #expect(files(in: session.configuration.downloadsDirectory).isEmpty)

@@ -11,6 +11,8 @@ final class Nginx {
     static let binary = ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/bin/nginx"]
         .first { FileManager.default.isExecutableFile(atPath: $0) }
     static var required: Bool { ProcessInfo.processInfo.environment["FERRY_REQUIRE_NGINX"] == "1" }
+    /// Whether tests that need nginx run: it is installed, or required (then a missing one fails).
+    static var enabled: Bool { binary != nil || required }
 
     let port: Int
     let prefix: URL
@@ -110,7 +112,7 @@ final class Nginx {
     }
 }
 
-@Suite("Against a real nginx", .serialized, .enabled(if: Nginx.binary != nil || Nginx.required))
+@Suite("Against a real nginx", .serialized, .enabled(if: Nginx.enabled))
 struct NginxTests {
     /// The core issue's check: 1 GiB with `ferry get`, byte-identical, under 64 MiB resident.
     @Test func oneGibibyteDownloadIsIdenticalInBoundedMemory() async throws {

@@ -115,7 +115,8 @@ final class Engine: Sendable {
             }
         case .socks5?:
             clientConfiguration.proxy = proxy.map { .socksServer(host: $0.host, port: $0.port) }
-        case nil:
+        case nil, .https?:
+            // An https proxy never gets here: the configuration refuses it.
             break
         }
         return HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: clientConfiguration)

@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 import NIOCore
 
 #if canImport(Glibc)
@@ -11,26 +11,54 @@ import Darwin
 /// reopened to resume), written with large positioned writes, flushed with `fsync(2)`
 /// before any metadata that describes it is written, and before it is handed on.
 ///
+/// The file is known by its descriptor, and its directory by a descriptor held open from
+/// the moment it was verified: reading it back (checksum, decoding) goes through the
+/// file's descriptor, and the final move renames it relative to the directory's, after
+/// checking that the name still holds this very file. Renaming the directory away or
+/// putting another file at the partial's path changes nothing Ferry reads or delivers.
+///
 /// Not thread-safe: one transfer owns it.
-final class PartialFile {
+package final class PartialFile {
     let url: URL
     private var descriptor: Int32
+    /// The directory the file lives in, opened when it was verified.
+    private let directory: Int32
+    /// The file's device and inode, to recognise it by name again.
+    private let identity: FileSystem.Identity
     /// Bytes from the start of the file that this download has written or kept.
     private(set) var length: Int64 = 0
 
     /// Creates a new, empty partial file in `directory` (created 0700 if missing; see
-    /// ``FileSystem/preparePartialsDirectory(_:isDefault:)``).
-    init(in directory: URL) throws {
-        try FileSystem.preparePartialsDirectory(
+    /// ``FileSystem/openPartialsDirectory(_:isDefault:)``).
+    convenience init(in directory: URL) throws {
+        let held = try FileSystem.openPartialsDirectory(
             directory,
             isDefault: directory == SessionConfiguration.defaultDownloadsDirectory
         )
+        try self.init(creatingIn: held, path: directory)
+    }
+
+    /// Creates a new, empty partial file in the directory `other` lives in: the decoded
+    /// body of a coded download.
+    convenience init(beside other: PartialFile) throws {
+        let held = fcntl(other.directory, F_DUPFD_CLOEXEC, 0)
+        guard held >= 0 else { throw FileSystem.error("Cannot create a partial file beside '\(other.url.path)'") }
+        try self.init(creatingIn: held, path: other.url.deletingLastPathComponent())
+    }
+
+    /// Takes ownership of `held`, an open directory, and creates the file in it.
+    private init(creatingIn held: Int32, path: URL) throws {
         let name = ".ferry-\(UUID().uuidString.lowercased()).partial"
-        url = directory.appendingPathComponent(name, isDirectory: false)
-        descriptor = open(url.path, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else {
-            throw FileSystem.error("Cannot create a partial file in '\(directory.path)'")
+        url = path.appendingPathComponent(name, isDirectory: false)
+        directory = held
+        descriptor = openat(held, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard descriptor >= 0, let identity = FileSystem.Identity(descriptor: descriptor) else {
+            let failure = FileSystem.error("Cannot create a partial file in '\(path.path)'")
+            if descriptor >= 0 { close(descriptor) }
+            close(held)
+            throw failure
         }
+        self.identity = identity
     }
 
     /// Whether `url` names a partial file as Ferry creates them (`.ferry-<uuid>.partial`).
@@ -43,8 +71,9 @@ final class PartialFile {
         return id.count == 36 && id.allSatisfy { $0.isHexDigit || $0 == "-" }
     }
 
-    /// Removes a partial file named by resume data, if it is one of Ferry's.
-    static func removeNamed(_ url: URL) {
+    /// Removes a partial file named by resume data, if it is one of Ferry's (never another
+    /// file that resume data from a store or a client names).
+    package static func removeNamed(_ url: URL) {
         guard isPartialFileName(url) else { return }
         unlink(url.path)
         unlink(url.appendingPathExtension("resume").path)
@@ -57,18 +86,26 @@ final class PartialFile {
     init?(resuming url: URL, keep: Int64) {
         self.url = url
         guard Self.isPartialFileName(url) else { return nil }
-        descriptor = open(url.path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
+        directory = open(url.deletingLastPathComponent().path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard directory >= 0 else { return nil }
+        descriptor = openat(directory, url.lastPathComponent, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
         var info = stat()
         guard descriptor >= 0, fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG,
-            info.st_uid == geteuid(), Int64(info.st_size) >= keep, ftruncate(descriptor, off_t(keep)) == 0
+            info.st_uid == geteuid(), Int64(info.st_size) >= keep, ftruncate(descriptor, off_t(keep)) == 0,
+            let identity = FileSystem.Identity(descriptor: descriptor)
         else {
             if descriptor >= 0 { close(descriptor) }
+            close(directory)
             return nil
         }
+        self.identity = identity
         length = keep
     }
 
-    deinit { if descriptor >= 0 { close(descriptor) } }
+    deinit {
+        if descriptor >= 0 { close(descriptor) }
+        close(directory)
+    }
 
     /// Writes `bytes` at `offset`, retrying short writes and interrupted calls.
     func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws {
@@ -82,6 +119,18 @@ final class PartialFile {
             done += result
         }
         length = max(length, offset + Int64(bytes.count))
+    }
+
+    /// Reads up to `buffer.count` bytes at `offset` from the file's descriptor (not its
+    /// path); 0 at the end.
+    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws -> Int {
+        guard offset < length, let base = buffer.baseAddress else { return 0 }
+        let wanted = Int(min(Int64(buffer.count), length - offset))
+        while true {
+            let result = pread(descriptor, base, wanted, off_t(offset))
+            if result >= 0 { return result }
+            if errno != EINTR { throw FileSystem.error("Cannot read '\(url.path)'") }
+        }
     }
 
     /// Cuts the file to `size` bytes (0 to start over).
@@ -108,14 +157,16 @@ final class PartialFile {
         try flush()
     }
 
-    /// Closes and deletes the file (and its resume metadata).
+    /// Closes and deletes the file (and its resume metadata), by name in its directory, and
+    /// only while that name still holds this file.
     func discard() {
         if descriptor >= 0 {
             close(descriptor)
             descriptor = -1
         }
-        unlink(url.path)
-        unlink(metadataURL.path)
+        let name = url.lastPathComponent
+        if FileSystem.Identity(at: name, in: directory) == identity { unlinkat(directory, name, 0) }
+        unlinkat(directory, metadataURL.lastPathComponent, 0)
     }
 
     /// Where the checkpointed resume data of this partial lives.
@@ -124,6 +175,12 @@ final class PartialFile {
     /// Writes resume data describing flushed bytes: temp file, fsync, rename.
     func writeMetadata(_ resumeData: ResumeData) throws {
         try FileSystem.writeAtomically(resumeData.encoded(), to: metadataURL)
+    }
+
+    /// This file as the source of a move: its held directory and name, and its identity,
+    /// which the name must still have when it is moved.
+    var moveSource: FileSystem.MoveSource {
+        FileSystem.MoveSource(directory: directory, name: url.lastPathComponent, path: url.path, identity: identity)
     }
 }
 
@@ -153,40 +210,95 @@ enum FileSystem {
         }
     }
 
-    /// Creates `directory` for partial files (0700) if missing, and refuses one that another
-    /// user could have prepared.
+    /// Creates `directory` for partial files (0700) if missing, opens it, and refuses one
+    /// that another user could have prepared. Returns the open directory: the checks are
+    /// made on it (`fstat`), so the directory used is the directory checked.
     ///
     /// The default directory (`ferry-downloads-UID` in the temporary directory) must be this
     /// user's own, a real directory (not a link), with no access for group or others. A
     /// directory the caller chose is checked only where everyone may create files (its
     /// parent is writable by all, as `/tmp`): there it must be this user's, not a link, and
     /// not writable by group or others.
-    static func preparePartialsDirectory(_ directory: URL, isDefault: Bool) throws {
+    static func openPartialsDirectory(_ directory: URL, isDefault: Bool) throws -> Int32 {
         try createDirectory(directory, mode: 0o700)
         var parent = stat()
         let sharedParent =
             stat(directory.deletingLastPathComponent().path, &parent) == 0 && parent.st_mode & S_IWOTH != 0
-        guard isDefault || sharedParent else { return }
+        let checked = isDefault || sharedParent
+        let held = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (checked ? O_NOFOLLOW : 0))
+        guard held >= 0 else {
+            if checked && errno == ELOOP { throw notPrivate(directory) }
+            throw error("Cannot open the directory '\(directory.path)'")
+        }
+        guard checked else { return held }
         var info = stat()
         let forbidden: mode_t = isDefault ? 0o077 : 0o022
-        guard lstat(directory.path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR, info.st_uid == geteuid(),
-            info.st_mode & forbidden == 0
-        else {
-            throw FerryError(
-                .fileSystem,
-                "'\(directory.path)' is not a private directory of this user (another owner, a link, or open to others): partial downloads are kept only in one. Remove it, or choose another downloadsDirectory."
-            )
+        guard fstat(held, &info) == 0, info.st_uid == geteuid(), info.st_mode & forbidden == 0 else {
+            close(held)
+            throw notPrivate(directory)
+        }
+        return held
+    }
+
+    private static func notPrivate(_ directory: URL) -> FerryError {
+        FerryError(
+            .fileSystem,
+            "'\(directory.path)' is not a private directory of this user (another owner, a link, or open to others): partial downloads are kept only in one. Remove it, or choose another downloadsDirectory."
+        )
+    }
+
+    /// A file's device and inode: which file a name holds.
+    struct Identity: Equatable {
+        var device: UInt64
+        var inode: UInt64
+
+        init?(descriptor: Int32) {
+            var info = stat()
+            guard fstat(descriptor, &info) == 0 else { return nil }
+            device = UInt64(info.st_dev)
+            inode = UInt64(info.st_ino)
+        }
+
+        /// The identity of what `name` in `directory` holds now (a link is not followed).
+        init?(at name: String, in directory: Int32) {
+            var info = stat()
+            guard fstatat(directory, name, &info, AT_SYMLINK_NOFOLLOW) == 0 else { return nil }
+            device = UInt64(info.st_dev)
+            inode = UInt64(info.st_ino)
+        }
+    }
+
+    /// A file to move: a name relative to a directory descriptor (`AT_FDCWD` for a path),
+    /// and, when known, the identity the name must still have.
+    struct MoveSource {
+        var directory: Int32
+        var name: String
+        /// For messages.
+        var path: String
+        var identity: Identity?
+
+        init(directory: Int32, name: String, path: String, identity: Identity?) {
+            self.directory = directory
+            self.name = name
+            self.path = path
+            self.identity = identity
+        }
+
+        init(_ url: URL) {
+            self.init(directory: AT_FDCWD, name: url.path, path: url.path, identity: nil)
         }
     }
 
     /// Moves a finished file to `destination` so that it appears there only complete.
     ///
-    /// `rename(2)` when source and destination share a file system: one step, atomic, and it
-    /// replaces an existing file only when `replace` is set. Across file systems the file is
-    /// copied to a hidden temporary file beside the destination, flushed, and renamed into
-    /// place; the source is removed last. The previous destination file is never removed
-    /// before the new one is complete.
-    static func moveFile(from source: URL, to destination: URL, createDirectories: Bool, replace: Bool) throws {
+    /// One step on one file system: `rename(2)` (relative to the source's directory
+    /// descriptor) when an existing file may be replaced, else `link(2)` then removing the
+    /// source, which fails rather than replace a file that appeared meanwhile. Across file
+    /// systems the file is copied to a hidden temporary file beside the destination,
+    /// flushed, and moved into place the same way; the source is removed last. The previous
+    /// destination file is never removed before the new one is complete. A source whose
+    /// name no longer holds the file it should (`source.identity`) is not moved.
+    static func moveFile(from source: MoveSource, to destination: URL, createDirectories: Bool, replace: Bool) throws {
         let parent = destination.deletingLastPathComponent()
         // A device, FIFO or socket is never renamed over (that replaced /dev/null once).
         if SequentialOutput.isSequential(destination) {
@@ -201,31 +313,65 @@ enum FileSystem {
             if (info.st_mode & S_IFMT) == S_IFDIR {
                 throw FerryError(.fileSystem, "'\(destination.path)' is a directory.")
             }
-            if !replace {
-                throw FerryError(.fileSystem, "'\(destination.path)' already exists.")
-            }
+            if !replace { throw exists(destination) }
+        }
+        if let identity = source.identity, Identity(at: source.name, in: source.directory) != identity {
+            throw FerryError(
+                .fileSystem,
+                "'\(source.path)' no longer holds the downloaded file (it was replaced or removed): nothing was moved."
+            )
         }
         // The partial file is private (0600) while it grows; the delivered file gets the
         // mode any new file of the user's would get.
-        chmod(source.path, userFileMode)
-        if rename(source.path, destination.path) == 0 { return }
-        guard errno == EXDEV else { throw error("Cannot move the download to '\(destination.path)'") }
+        fchmodat(source.directory, source.name, userFileMode, 0)
+        if try place(source.directory, source.name, at: destination, replace: replace) { return }
         let staging = parent.appendingPathComponent(
-            ".\(destination.lastPathComponent).ferry-\(UUID().uuidString.prefix(8)).part"
+            SafeFilename.sidecar(
+                of: destination.lastPathComponent,
+                suffix: ".ferry-\(UUID().uuidString.prefix(8)).part"
+            )
         )
         do {
             try copyFile(from: source, to: staging)
-            if !replace, lstat(destination.path, &info) == 0 {
-                throw FerryError(.fileSystem, "'\(destination.path)' already exists.")
-            }
-            guard rename(staging.path, destination.path) == 0 else {
-                throw error("Cannot move the download to '\(destination.path)'")
+            guard try place(AT_FDCWD, staging.path, at: destination, replace: replace) else {
+                throw error("Cannot move the download to '\(destination.path)'", code: EXDEV)
             }
         } catch {
             unlink(staging.path)
             throw error
         }
-        unlink(source.path)
+        unlinkat(source.directory, source.name, 0)
+    }
+
+    /// Moves the file at a path (a file the daemon finished, a multipart body), as above.
+    static func moveFile(from source: URL, to destination: URL, createDirectories: Bool, replace: Bool) throws {
+        try moveFile(from: MoveSource(source), to: destination, createDirectories: createDirectories, replace: replace)
+    }
+
+    /// Puts `name` (in `directory`) at `destination` in one step; `false` when they are on
+    /// different file systems.
+    private static func place(_ directory: Int32, _ name: String, at destination: URL, replace: Bool) throws -> Bool {
+        if replace {
+            if renameat(directory, name, AT_FDCWD, destination.path) == 0 { return true }
+        } else {
+            if linkat(directory, name, AT_FDCWD, destination.path, 0) == 0 {
+                unlinkat(directory, name, 0)
+                return true
+            }
+            if errno == EEXIST { throw exists(destination) }
+            // A file system without hard links: check, then rename (a narrow race).
+            if errno == EPERM || errno == EOPNOTSUPP || errno == EMLINK {
+                var info = stat()
+                if lstat(destination.path, &info) == 0 { throw exists(destination) }
+                if renameat(directory, name, AT_FDCWD, destination.path) == 0 { return true }
+            }
+        }
+        if errno == EXDEV { return false }
+        throw error("Cannot move the download to '\(destination.path)'")
+    }
+
+    private static func exists(_ destination: URL) -> FerryError {
+        FerryError(.destinationExists, "'\(destination.path)' already exists.")
     }
 
     /// `0666` less the process's umask, read without changing it (`umask(2)` would be a
@@ -255,7 +401,9 @@ enum FileSystem {
     /// a temporary file beside it, `fsync`, `rename`.
     static func writeAtomically(_ data: Data, to url: URL) throws {
         let temporary = url.deletingLastPathComponent()
-            .appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString.prefix(8)).tmp")
+            .appendingPathComponent(
+                SafeFilename.sidecar(of: url.lastPathComponent, suffix: ".\(UUID().uuidString.prefix(8)).tmp")
+            )
         let descriptor = open(temporary.path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw error("Cannot write '\(temporary.path)'") }
         do {
@@ -273,10 +421,13 @@ enum FileSystem {
         }
     }
 
-    private static func copyFile(from source: URL, to target: URL) throws {
-        let input = open(source.path, O_RDONLY | O_CLOEXEC)
+    private static func copyFile(from source: MoveSource, to target: URL) throws {
+        let input = openat(source.directory, source.name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard input >= 0 else { throw error("Cannot read '\(source.path)'") }
         defer { close(input) }
+        if let identity = source.identity, Identity(descriptor: input) != identity {
+            throw FerryError(.fileSystem, "'\(source.path)' no longer holds the downloaded file: nothing was moved.")
+        }
         let output = open(target.path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, userFileMode)
         guard output >= 0 else { throw error("Cannot create '\(target.path)'") }
         defer { close(output) }

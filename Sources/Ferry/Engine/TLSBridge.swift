@@ -164,6 +164,16 @@ final class TLSBridge: Sendable {
             }
             .connect(host: proxy?.host ?? origin.host, port: proxy?.port ?? origin.port)
         connected.whenFailure { handshake.fail($0) }
+        // The tunnel and the handshake get the connect timeout too: a server (or proxy) that
+        // accepts and then says nothing does not hold two sockets for ever.
+        let connectTimeout = self.connectTimeout
+        connected.whenSuccess { outbound in
+            let timer = loop.scheduleTask(in: connectTimeout) {
+                handshake.fail(HTTPClientError.connectTimeout)
+                outbound.close(promise: nil)
+            }
+            handshake.futureResult.whenComplete { _ in timer.cancel() }
+        }
         return connected.and(handshake.futureResult)
             .flatMapThrowing { [self] outbound, _ in
                 let tunnelled = connectEnd.withLockedValue { $0 } ?? Date()
@@ -257,6 +267,9 @@ final class TLSBridge: Sendable {
                 position: .first
             )
             try pipeline.addHandler(SOCKSWatcher(ready))
+        case .https?:
+            // The configuration refuses an https proxy before a bridge exists.
+            throw FerryError(.unsupportedConfiguration, "An https proxy is not supported.")
         }
     }
 

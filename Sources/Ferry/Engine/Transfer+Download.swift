@@ -33,9 +33,22 @@ extension Transfer {
             }
             claim = try DestinationLock(destination: target)
         }
-        defer { claim?.release() }
         let store = configuration.resumeStore
         let key = task.effectiveResumeKey
+        // Without a fixed destination, two downloads of one key (two `ferry get -c -O` of a
+        // URL) would continue the same partial file: the key is claimed instead.
+        if claim == nil, let directory = store?.directory, let store {
+            claim = try DestinationLock(
+                destination: store.fileURL(for: key, in: directory),
+                description: "The download of '\(key)'"
+            )
+        }
+        // The name a server chose, once it is known.
+        var nameClaim: DestinationLock?
+        defer {
+            claim?.release()
+            nameClaim?.release()
+        }
         var resume = explicitResume
         if resume == nil, let store, let stored = store.resumeData(for: key) {
             if task.resumesFromStore {
@@ -84,6 +97,9 @@ extension Transfer {
                         // redirect carries there: at another origin, none of the credentials
                         // that were given for the first one.
                         request = RedirectPlan.request(task.originalRequest, pointedAt: head.url)
+                        if nameClaim == nil, head.isSuccess, case .destination(let destination) = delivery {
+                            nameClaim = try Self.claimChosenName(destination, file: file, head: head)
+                        }
                         return try await handle(
                             head,
                             body: body,
@@ -124,32 +140,82 @@ extension Transfer {
                     try await Task.sleep(for: .seconds(delay))
                 }
             }
-            try file.finish()
-            if let checksum {
-                do {
-                    try checksum.verify(file.url)
-                } catch {
-                    // The bytes are wrong: nothing of them is worth keeping.
-                    file.discard()
-                    store?.remove(key)
-                    throw error
-                }
-            }
+            try file.flush()
         } catch {
             planner.recordWritten(upTo: file.length)
             throw keepOrDiscard(file, after: ferryError(from: error), request: request, planner: planner)
         }
-        guard task.transferWillFinish() else {
-            file.discard()
-            throw CancellationError()
-        }
-        FileSystem.removeIfPresent(file.metadataURL)
-        store?.remove(key)
         guard let head = task.response else {
             file.discard()
             throw FerryError(.badServerResponse, "The download completed without a response.")
         }
-        return try await Self.deliver(file.url, head: head, task: task, delivery: delivery)
+        // From here the bytes are complete: what follows (decoding, checksum) can only
+        // refuse them, and a refused body is not worth keeping.
+        var delivered = file
+        do {
+            delivered = try decodeIfAsked(file, head: head)
+            if let checksum { try checksum.verify(delivered) }
+            try delivered.finish()
+        } catch {
+            file.discard()
+            delivered.discard()
+            store?.remove(key)
+            throw ferryError(from: error)
+        }
+        guard task.transferWillFinish() else {
+            delivered.discard()
+            throw CancellationError()
+        }
+        FileSystem.removeIfPresent(file.metadataURL)
+        store?.remove(key)
+        return try await Self.deliver(delivered.url, head: head, task: task, delivery: delivery, source: delivered)
+    }
+
+    /// With ``SessionConfiguration/automaticDecompression``, the decoded body of a complete
+    /// `gzip` or `deflate` download, in a new partial file beside it (the coded one is
+    /// removed); otherwise `file` itself.
+    private func decodeIfAsked(_ file: PartialFile, head: HTTPResponse) throws -> PartialFile {
+        guard configuration.automaticDecompression, let coding = ContentDecoder.coding(of: head) else { return file }
+        let decoded = try PartialFile(beside: file)
+        do {
+            try ContentDecoder.decode(
+                file,
+                coding: coding,
+                into: decoded,
+                maximumRatio: configuration.maximumDecompressionRatio,
+                maximumSize: configuration.maximumFileSize
+            )
+            try decoded.flush()
+        } catch {
+            decoded.discard()
+            throw error
+        }
+        file.discard()
+        return decoded
+    }
+
+    /// For a destination named after the response (``DownloadDestination/directory(_:options:)``):
+    /// claims the chosen name for the rest of the download, and refuses a name that exists
+    /// when the destination may not replace it, before any byte is written.
+    private static func claimChosenName(
+        _ destination: DownloadDestination,
+        file: PartialFile,
+        head: HTTPResponse
+    ) throws -> DestinationLock? {
+        guard destination.fixedURL == nil else { return nil }
+        let target = try destination.resolve(file.url, head)
+        var info = stat()
+        if !destination.options.contains(.removePreviousFile), lstat(target.path, &info) == 0 {
+            throw FerryError(.destinationExists, "'\(target.path)' already exists.", response: head)
+        }
+        let parent = target.deletingLastPathComponent()
+        if destination.options.contains(.createIntermediateDirectories) {
+            try FileSystem.createDirectory(parent, mode: 0o755)
+        } else if stat(parent.path, &info) != 0 {
+            // The move will say that the directory is missing.
+            return nil
+        }
+        return try DestinationLock(destination: target)
     }
 
     /// One response: decide with the planner, then write (or refuse) its body.
@@ -185,13 +251,21 @@ extension Transfer {
             progress.announceResponse(head, task: task)
             return .done
         case .writeFromStart(let expected, let restart):
+            try checkFileSize(expected, head: head)
             // The metadata stops describing the old bytes before any new byte is written:
             // after a crash it must never claim another version's bytes.
             if hadBytes { try previous.invalidate() }
             try file.truncate(to: 0)
             progress.announceResponse(head, task: task)
             progress.announceOffset(0, total: expected, task: task, force: restart != nil && hadBytes)
-            var writer = BodyWriter(file: file, task: task, offset: 0, skip: 0, limit: expected)
+            var writer = BodyWriter(
+                file: file,
+                task: task,
+                offset: 0,
+                skip: 0,
+                limit: expected,
+                maximumFileSize: configuration.maximumFileSize
+            )
             try await writer.write(body, checkpoint: checkpoint)
             planner.recordWritten(upTo: file.length)
             if let expected, file.length < expected {
@@ -203,9 +277,17 @@ extension Transfer {
             }
             return .done
         case .writeRange(let offset, let skip, let length):
+            try checkFileSize(planner.partial.totalLength, head: head)
             progress.announceResponse(head, task: task)
             progress.announceOffset(offset, total: planner.partial.totalLength, task: task, force: false)
-            var writer = BodyWriter(file: file, task: task, offset: offset, skip: skip, limit: length)
+            var writer = BodyWriter(
+                file: file,
+                task: task,
+                offset: offset,
+                skip: skip,
+                limit: length,
+                maximumFileSize: configuration.maximumFileSize
+            )
             try await writer.write(body, checkpoint: checkpoint)
             planner.recordWritten(upTo: file.length)
             if writer.written < length {
@@ -219,6 +301,17 @@ extension Transfer {
             // A short 206 (fewer bytes than asked), or a total still unknown: ask for the rest.
             return .again
         }
+    }
+
+    /// Refuses a body announced larger than ``SessionConfiguration/maximumFileSize``
+    /// before any of it is written.
+    private func checkFileSize(_ size: Int64?, head: HTTPResponse) throws {
+        guard let limit = configuration.maximumFileSize, let size, size > limit else { return }
+        throw FerryError(
+            .bodyTooLarge(limit: limit),
+            "The file is \(size) bytes, more than the \(limit)-byte limit.",
+            response: head
+        )
     }
 
     /// The request for `plan`: `Range` and `If-Range` for a range, neither for a full
@@ -249,29 +342,48 @@ extension Transfer {
         request: URLRequest,
         planner: ResumePlanner
     ) -> FerryError {
-        var error = error
+        var failure = error
         let cancelled = error.reason == .cancelled || task.isCanceling
         let resumable = planner.canResume(withChecksum: task.checksum != nil)
         let store = configuration.resumeStore
         let key = task.effectiveResumeKey
-        guard file.length > 0, resumable, !cancelled || task.producesResumeData,
-            error.reason != .checksumMismatch
-        else {
+        var refused = error.reason == .checksumMismatch
+        if case .bodyTooLarge = error.reason { refused = true }
+        guard file.length > 0, resumable, !cancelled || task.producesResumeData, !refused else {
             file.discard()
             store?.remove(key)
-            return error
+            return failure
         }
         do {
             try file.finish()
             let resumeData = Self.resumeData(for: task, request: request, file: file, planner: planner)
             try file.writeMetadata(resumeData)
             try store?.save(resumeData, for: key)
-            error.resumeData = resumeData
+            failure.resumeData = resumeData
         } catch {
-            file.discard()
-            store?.remove(key)
+            // New metadata cannot be written (a full disk, most often): the last good
+            // checkpoint still describes a prefix of the bytes on disk, and is what a resume
+            // continues from (it cuts the file back to that length).
+            if let kept = lastCheckpoint(of: file) {
+                failure.resumeData = kept
+            } else {
+                file.discard()
+                store?.remove(key)
+            }
         }
-        return error
+        return failure
+    }
+
+    /// The resume data last checkpointed for `file`, from the store or beside the file, when
+    /// it still describes it.
+    private func lastCheckpoint(of file: PartialFile) -> ResumeData? {
+        let stored =
+            configuration.resumeStore?.resumeData(for: task.effectiveResumeKey)
+            ?? (try? Data(contentsOf: file.metadataURL)).flatMap { try? ResumeData(decoding: $0) }
+        guard let stored, stored.partialFile.standardizedFileURL == file.url.standardizedFileURL,
+            stored.bytesOnDisk > 0, stored.bytesOnDisk <= file.length
+        else { return nil }
+        return stored
     }
 
     /// Checkpoints for `file` as the planner knows it now; disabled when its bytes could not
@@ -380,12 +492,16 @@ struct BodyWriter {
     private let limit: Int64?
     private(set) var written: Int64 = 0
 
-    init(file: PartialFile, task: SessionTask, offset: Int64, skip: Int64, limit: Int64?) {
+    /// ``SessionConfiguration/maximumFileSize``: no byte is written past it.
+    private let maximumFileSize: Int64?
+
+    init(file: PartialFile, task: SessionTask, offset: Int64, skip: Int64, limit: Int64?, maximumFileSize: Int64?) {
         self.file = file
         self.task = task
         self.position = offset
         self.skip = skip
         self.limit = limit
+        self.maximumFileSize = maximumFileSize
     }
 
     mutating func write(_ body: ResponseBody, checkpoint: Checkpoint?) async throws {
@@ -404,6 +520,12 @@ struct BodyWriter {
                 }
                 if let limit, written + Int64(slice.count) > limit {
                     throw FerryError(.badServerResponse, "The server sent more bytes than its headers announced.")
+                }
+                if let maximumFileSize, position + Int64(slice.count) > maximumFileSize {
+                    throw FerryError(
+                        .bodyTooLarge(limit: maximumFileSize),
+                        "The file grows past the \(maximumFileSize)-byte limit."
+                    )
                 }
                 try file.write(slice, at: position)
                 return Int64(slice.count)

@@ -66,6 +66,14 @@ extension Transfer {
         // A decoded body's length is not the Content-Length of the coded one.
         let coded = head.headers["Content-Encoding"].map { !$0.isEmpty && $0.lowercased() != "identity" } ?? false
         let expected = coded ? nil : head.expectedBodyLength(forMethod: task.originalRequest.method)
+        let maximum = configuration.maximumFileSize
+        if let maximum, let expected, expected > maximum {
+            throw FerryError(
+                .bodyTooLarge(limit: maximum),
+                "The body is \(expected) bytes, more than the \(maximum)-byte limit.",
+                response: head
+            )
+        }
         task.setDownloadPosition(0, expected: expected)
         var throttle = ProgressThrottle()
         var written: Int64 = 0
@@ -76,6 +84,9 @@ extension Transfer {
             let count = Int64(chunk.readableBytes)
             if let expected, written + count > expected {
                 throw FerryError(.badServerResponse, "The server sent more bytes than its headers announced.")
+            }
+            if let maximum, written + count > maximum {
+                throw FerryError(.bodyTooLarge(limit: maximum), "The body grows past the \(maximum)-byte limit.")
             }
             try chunk.withUnsafeReadableBytes { try output.write($0) }
             written += count

@@ -25,6 +25,9 @@ final class Transfer: Sendable {
     /// Why the transfer was stopped from inside (a timeout), which wins over the
     /// `CancellationError` the stop causes.
     private let stopReason = Mutex<FerryError?>(nil)
+    /// The request of the hop being answered, as it went out (with the credentials and
+    /// cookies `send` added): what the cache judges a response by.
+    let sentRequest = Mutex<URLRequest?>(nil)
 
     /// The task's place in its origin's admission queue, taken when it was resumed.
     private let admission: HostLimiter.Reservation?
@@ -169,6 +172,7 @@ final class Transfer: Sendable {
                     self.origin.setQueued(false)
                     origin.touch()
                     transaction.requestStartDate = Date()
+                    sentRequest.withLock { $0 = currentRequest }
                     let response = try await exchange(currentRequest, body: currentBody)
                     responded = true
                     transaction.responseStartDate = Date()
@@ -636,7 +640,8 @@ final class Transfer: Sendable {
                     task: download,
                     offset: 0,
                     skip: 0,
-                    limit: head.expectedContentLength
+                    limit: head.expectedContentLength,
+                    maximumFileSize: configuration.maximumFileSize
                 )
                 try await writer.write(body, checkpoint: nil)
                 try file.finish()
@@ -668,11 +673,15 @@ final class Transfer: Sendable {
         )
     }
 
+    /// Hands a finished file on as `delivery` says. `source`, the partial file Ferry wrote,
+    /// is moved by its held directory and checked identity (see ``PartialFile``); without
+    /// one (a file the daemon finished) the file is moved by its path.
     static func deliver(
         _ location: URL,
         head: HTTPResponse,
         task: SessionTask,
-        delivery: DownloadDelivery
+        delivery: DownloadDelivery,
+        source: PartialFile? = nil
     )
         async throws -> TaskOutcome
     {
@@ -688,8 +697,14 @@ final class Transfer: Sendable {
             task.publish(.finishedDownloading(location: location))
             do {
                 let target = try destination.resolve(location, head)
+                if let directories = destination.confinement, !PathConfinement.contains(directories, target) {
+                    throw FerryError(
+                        .fileSystem,
+                        "'\(target.path)' no longer lies in a directory this download may write (a link changed since it was added): nothing was moved."
+                    )
+                }
                 try FileSystem.moveFile(
-                    from: location,
+                    from: source?.moveSource ?? FileSystem.MoveSource(location),
                     to: target,
                     createDirectories: destination.options.contains(.createIntermediateDirectories),
                     replace: destination.options.contains(.removePreviousFile)
@@ -697,7 +712,7 @@ final class Transfer: Sendable {
                 task.publish(.movedDownload(to: target))
                 return .file(target)
             } catch {
-                try? FileManager.default.removeItem(at: location)
+                if let source { source.discard() } else { try? FileManager.default.removeItem(at: location) }
                 var failure =
                     (error as? FerryError) ?? FerryError(.fileSystem, "Cannot move the download.", underlying: error)
                 failure.response = head

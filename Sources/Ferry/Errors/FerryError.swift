@@ -43,7 +43,9 @@ public struct FerryError: Error, Sendable, Equatable, CustomStringConvertible {
         case unacceptableStatusCode(Int)
         /// The response's content type is not one the validation accepts.
         case unacceptableContentType(String?)
-        /// A data task's body grew past `maximumInMemoryBodySize`.
+        /// A data task's body grew past `maximumInMemoryBodySize`, a download's past
+        /// `maximumFileSize`, or a decoded download past `maximumDecompressionRatio` times its
+        /// coded size (then `limit` is that size).
         case bodyTooLarge(limit: Int64)
         /// More redirects than the configuration allows, or a redirect to a non-HTTP URL.
         case redirectFailed
@@ -63,6 +65,9 @@ public struct FerryError: Error, Sendable, Equatable, CustomStringConvertible {
         case checksumMismatch
         /// Another download is writing the same destination file.
         case destinationInUse
+        /// The destination file exists, and the destination's options do not allow replacing
+        /// it (no ``DownloadDestination/Options/removePreviousFile``).
+        case destinationExists
     }
 
     /// Which timeout fired.

@@ -57,44 +57,41 @@ public struct Checksum: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { "\(algorithm.rawValue)=\(hex)" }
 
-    /// The digest of the file at `url`, read in 1 MiB pieces.
-    static func digest(of url: URL, algorithm: Algorithm) throws -> String {
-        guard let handle = try? FileHandle(forReadingFrom: url) else {
-            throw FerryError(.fileSystem, "Cannot read '\(url.path)' to check its checksum.")
-        }
-        defer { try? handle.close() }
+    /// The digest of `file`, read in 1 MiB pieces through its descriptor.
+    static func digest(of file: PartialFile, algorithm: Algorithm) throws -> String {
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
         func run<H: HashFunction>(_ hasher: inout H) throws -> String {
-            while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty { hasher.update(data: chunk) }
+            var offset: Int64 = 0
+            while true {
+                let count = try buffer.withUnsafeMutableBytes { try file.read(into: $0, at: offset) }
+                if count == 0 { break }
+                buffer.withUnsafeBytes { hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+                offset += Int64(count)
+            }
             return hasher.finalize().map { String(format: "%02x", $0) }.joined()
         }
-        do {
-            switch algorithm {
-            case .sha256:
-                var hasher = SHA256()
-                return try run(&hasher)
-            case .sha384:
-                var hasher = SHA384()
-                return try run(&hasher)
-            case .sha512:
-                var hasher = SHA512()
-                return try run(&hasher)
-            case .sha1:
-                var hasher = Insecure.SHA1()
-                return try run(&hasher)
-            case .md5:
-                var hasher = Insecure.MD5()
-                return try run(&hasher)
-            }
-        } catch let error as FerryError {
-            throw error
-        } catch {
-            throw FerryError(.fileSystem, "Cannot read '\(url.path)' to check its checksum.", underlying: error)
+        switch algorithm {
+        case .sha256:
+            var hasher = SHA256()
+            return try run(&hasher)
+        case .sha384:
+            var hasher = SHA384()
+            return try run(&hasher)
+        case .sha512:
+            var hasher = SHA512()
+            return try run(&hasher)
+        case .sha1:
+            var hasher = Insecure.SHA1()
+            return try run(&hasher)
+        case .md5:
+            var hasher = Insecure.MD5()
+            return try run(&hasher)
         }
     }
 
-    /// Throws ``FerryError/Reason/checksumMismatch`` unless the file has this checksum.
-    func verify(_ url: URL) throws {
-        let actual = try Self.digest(of: url, algorithm: algorithm)
+    /// Throws ``FerryError/Reason/checksumMismatch`` unless `file` has this checksum.
+    func verify(_ file: PartialFile) throws {
+        let actual = try Self.digest(of: file, algorithm: algorithm)
         guard actual == hex else {
             throw FerryError(
                 .checksumMismatch,

@@ -100,9 +100,26 @@ public struct SessionConfiguration: Sendable {
     /// Whether data and upload tasks ask for compressed responses (`Accept-Encoding: gzip,
     /// deflate`, unless the request says otherwise) and decode them, as URLSession does. The
     /// decoded body may not outgrow ``maximumInMemoryBodySize``: a "zip bomb" fails while it
-    /// inflates. Downloads always fetch the bytes as stored (ranges refer to them). Off by
-    /// default.
+    /// inflates. Off by default.
+    ///
+    /// Downloads fetch the bytes as stored (ranges refer to them; they ask for a coding only
+    /// when the request says so). With this on, a download that received a `gzip` or
+    /// `deflate` body decodes it once complete, before its ``SessionTask/checksum`` is
+    /// checked and before it is moved: the file delivered is the decoded one. Its decoded
+    /// size is capped by ``maximumDecompressionRatio`` and ``maximumFileSize``.
     public var automaticDecompression = false
+
+    /// Most times a download's decoded body may outgrow its coded one (default 200: text
+    /// compresses ten- to fifty-fold; a gzip of zeros a thousand-fold). A body that inflates
+    /// more fails the task with ``FerryError/Reason/bodyTooLarge(limit:)`` while it inflates,
+    /// and nothing reaches the destination. `nil`: only ``maximumFileSize`` caps it.
+    public var maximumDecompressionRatio: Int? = 200
+
+    /// Most bytes a download may write to its file, received or decoded (curl's
+    /// `--max-filesize`). A response that announces more fails at once, one that sends more
+    /// fails as it passes the limit, with ``FerryError/Reason/bodyTooLarge(limit:)``; nothing
+    /// reaches the destination. Default `nil`: no limit.
+    public var maximumFileSize: Int64?
 
     /// Most header fields a response may have, and most bytes of them together: a server
     /// that sends more fails the task with ``FerryError/Reason/badServerResponse`` before any
@@ -201,8 +218,16 @@ public struct SessionConfiguration: Sendable {
         guard timeoutIntervalForRequest > 0, timeoutIntervalForResource > 0 else {
             throw FerryError(.unsupportedConfiguration, "Timeouts must be greater than zero.")
         }
-        guard maximumRedirects >= 0, maximumInMemoryBodySize >= 0 else {
+        guard maximumRedirects >= 0, maximumInMemoryBodySize >= 0, (maximumFileSize ?? 0) >= 0,
+            (maximumDecompressionRatio ?? 1) >= 1
+        else {
             throw FerryError(.unsupportedConfiguration, "Limits must not be negative.")
+        }
+        if let proxy, proxy.kind == .https {
+            throw FerryError(
+                .unsupportedConfiguration,
+                "The proxy https://\(proxy.host):\(proxy.port) is reached over TLS, which Ferry does not speak to proxies yet; it refuses rather than send the proxy's CONNECT and credentials in clear. Use http:// if the proxy takes plain connections."
+            )
         }
         return self
     }
