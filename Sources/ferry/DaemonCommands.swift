@@ -51,6 +51,15 @@ struct DaemonCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-per-host"), help: "Transfers at once per host.")
     var perHostLimit = 4
 
+    @Option(
+        name: .customLong("keep-days"),
+        help: "Days a finished task is kept (then ferry ls --all no longer shows it)."
+    )
+    var keepDays = 7.0
+
+    @Option(name: .customLong("keep-finished"), help: "Finished tasks kept at most; the oldest go first.")
+    var keepFinished = 1000
+
     func run() async throws {
         let locations = daemon.locations
         do {
@@ -75,6 +84,8 @@ struct DaemonCommand: AsyncParsableCommand {
             ]
             allowedDirectories += allowed.map { URL(fileURLWithPath: $0, isDirectory: true) }
             options.allowedDirectories = allowedDirectories
+            options.retention.maximumAge = max(0, keepDays) * 86_400
+            options.retention.maximumFinishedTasks = max(0, keepFinished)
             let service = try BackgroundDaemon(options: options)
             let server = try await BackgroundServer.start(
                 daemon: service,
@@ -189,18 +200,31 @@ struct ListCommand: AsyncParsableCommand {
     @Option(name: .customLong("session"), help: "Only this background session's tasks ('cli' for ferry add).")
     var session: String?
 
+    @Flag(
+        name: .customLong("all"),
+        help: "Also tasks that finished more than a day ago (the daemon keeps them --keep-days)."
+    )
+    var all = false
+
     @OptionGroup var daemon: DaemonOptions
+
+    /// Finished tasks older than this are listed only with --all.
+    static let recent: TimeInterval = 86_400
 
     func run() async throws {
         do {
             let client = daemon.client
-            var tasks = try await client.tasks(session: session)
+            let shown: ([BackgroundTaskRecord]) -> [BackgroundTaskRecord] = { [all] tasks in
+                let since = Date().addingTimeInterval(-Self.recent)
+                return all ? tasks : tasks.filter { !$0.state.isFinal || ($0.finishedAt ?? Date()) >= since }
+            }
+            var tasks = shown(try await client.tasks(session: session))
             // The rate: a second look a quarter of a second later, when anything runs.
             var rates: [Int64: Double] = [:]
             if tasks.contains(where: { $0.state == .running }) {
                 let first = Date()
                 try await Task.sleep(for: .milliseconds(250))
-                let later = try await client.tasks(session: session)
+                let later = shown(try await client.tasks(session: session))
                 let elapsed = Date().timeIntervalSince(first)
                 for task in later {
                     guard let id = task.id, let before = tasks.first(where: { $0.id == id }) else { continue }
@@ -246,6 +270,30 @@ struct ListCommand: AsyncParsableCommand {
         }
 
         enum Key: String, CodingKey { case rate }
+    }
+}
+
+/// `ferry clean`: forgets finished tasks.
+struct CleanCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "clean",
+        abstract: "Forget the daemon's finished tasks (completed, failed, canceled) now.",
+        discussion:
+            "Their files stay where they are. The daemon also forgets them by itself (--keep-days, --keep-finished)."
+    )
+
+    @Option(name: .customLong("session"), help: "Only this background session's tasks ('cli' for ferry add).")
+    var session: String?
+
+    @OptionGroup var daemon: DaemonOptions
+
+    func run() async throws {
+        do {
+            let removed = try await daemon.client.clean(session: session)
+            print("\(removed) finished task\(removed == 1 ? "" : "s") removed")
+        } catch {
+            ExitStatus.exit(with: error)
+        }
     }
 }
 

@@ -14,7 +14,7 @@ struct FerryCommand: AsyncParsableCommand {
         version: "0.1.0",
         subcommands: [
             GetCommand.self, UploadCommand.self, PutCommand.self, AddCommand.self, ListCommand.self, WaitCommand.self,
-            PauseCommand.self, ResumeCommand.self, CancelCommand.self, DaemonCommand.self,
+            PauseCommand.self, ResumeCommand.self, CancelCommand.self, CleanCommand.self, DaemonCommand.self,
         ]
     )
 }

@@ -26,11 +26,11 @@ struct DaemonProcess {
         return configuration
     }
 
-    /// Starts the daemon and waits until it answers.
-    func start() async throws -> pid_t {
+    /// Starts the daemon (with `options` added) and waits until it answers.
+    func start(_ options: [String] = []) async throws -> pid_t {
         let pid = try ProcessRunner.spawn(
             ProcessRunner.ferry,
-            ["daemon"] + arguments,
+            ["daemon"] + arguments + options,
             stdout: directory.appendingPathComponent("daemon.out").path,
             stderr: directory.appendingPathComponent("daemon.err").path
         )

@@ -559,6 +559,109 @@ struct SecurityTests {
         #expect(list.status != 0, "\(list.stdoutText)")
         #expect(list.stderrText.contains("another user"), "\(list.stderrText)")
     }
+
+    /// 8: a download to standard output that fails (here the server closes after 100 kB,
+    /// with no retries) leaves nothing behind: the body streams to the reader and no copy
+    /// of it is kept anywhere (it used to be written whole to a temporary file first,
+    /// which a failure left in the temporary directory).
+    @Test("13.8: a failed download to standard output leaves no copy behind")
+    func aFailedDownloadToStandardOutputLeavesNothing() async throws {
+        try await withServer { server in
+            let temporary = try makeTemporaryDirectory("stdout-tmp")
+            let url = server.url("/bytes/1000000?close-after=100000").absoluteString
+            let result = try await ProcessRunner.run(
+                ferry,
+                ["get", "-q", "--retries", "0", url],
+                environment: ["TMPDIR": temporary.path]
+            )
+            #expect(result.status != 0)
+            #expect(result.stdout == TestContent.data(size: 100_000))
+            let left = FileManager.default.subpaths(atPath: temporary.path) ?? []
+            #expect(left.isEmpty, "left in TMPDIR: \(left)")
+        }
+    }
+
+    /// 11: the daemon's tables stop growing: finished tasks past `--keep-finished` go, with
+    /// their events, and `ferry clean` forgets the rest; the files stay.
+    @Test("13.11: the daemon forgets finished tasks (--keep-finished, ferry clean)")
+    func theDaemonForgetsFinishedTasks() async throws {
+        try await withServer { server in
+            let daemon = try DaemonProcess()
+            let pid = try await daemon.start(["--keep-finished", "2"])
+            defer { DaemonProcess.killNine(pid) }
+            var ids: [Int64] = []
+            for index in 0..<4 {
+                let output = daemon.directory.appendingPathComponent("f\(index).bin").path
+                let add = try await daemon.ferry([
+                    "add", server.url("/bytes/1000?seed=\(index)").absoluteString, "-o", output,
+                ])
+                let id = try #require(Int64(add.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)))
+                ids.append(id)
+                #expect(try await daemon.ferry(["wait", "-q", "\(id)"]).status == 0)
+            }
+            var kept: [Int64] = []
+            for _ in 0..<500 {
+                kept = try await daemon.client.tasks().compactMap(\.id)
+                if kept.count <= 2 { break }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            #expect(kept == Array(ids.suffix(2)))
+            // The events of the tasks that went, went with them.
+            func cliEvents() async throws -> Int? {
+                try await daemon.client.sessions().first { $0.identifier == "cli" }?.pendingEvents
+            }
+            #expect(try await cliEvents() == 2)
+            let clean = try await daemon.ferry(["clean"])
+            #expect(clean.stdoutText.contains("2 finished tasks removed"), "\(clean.stdoutText)\(clean.stderrText)")
+            #expect(try await daemon.client.tasks().isEmpty)
+            #expect(try await cliEvents() == 0)
+            // Every file is where it was.
+            #expect((0..<4).allSatisfy { files(in: daemon.directory).contains("f\($0).bin") })
+        }
+    }
+
+    /// 11: polling for events only reads: it answers while another process holds the
+    /// store's write lock (it used to write the session's row on every poll, and so waited
+    /// for the lock, then failed).
+    @Test("13.11: polling for events only reads")
+    func pollingForEventsOnlyReads() async throws {
+        try await withServer { _ in
+            let daemon = try DaemonProcess()
+            let pid = try await daemon.start()
+            defer { DaemonProcess.killNine(pid) }
+
+            let locked = daemon.directory.appendingPathComponent("locked")
+            let release = daemon.directory.appendingPathComponent("release")
+            let holder = try ProcessRunner.spawn(
+                "/usr/bin/python3",
+                [
+                    "-c",
+                    """
+                    import sqlite3, os, time
+                    c = sqlite3.connect("\(daemon.state.appendingPathComponent("ferry.sqlite").path)", isolation_level=None, timeout=60)
+                    c.execute("BEGIN EXCLUSIVE")
+                    open("\(locked.path)", "w").close()
+                    while not os.path.exists("\(release.path)"): time.sleep(0.01)
+                    c.execute("COMMIT")
+                    """,
+                ],
+                stdout: daemon.directory.appendingPathComponent("holder.out").path,
+                stderr: daemon.directory.appendingPathComponent("holder.err").path
+            )
+            defer { ProcessRunner.stop(holder) }
+            for _ in 0..<1000 where !FileManager.default.fileExists(atPath: locked.path) {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            var polled: String
+            do {
+                polled = "\(try await daemon.client.events(session: "app", after: 0).count) events"
+            } catch {
+                polled = "\(error)"
+            }
+            try Data().write(to: release)
+            #expect(polled == "0 events")
+        }
+    }
 }
 
 /// Adds a bearer token to every request, as an app's interceptor would.

@@ -71,6 +71,14 @@ package struct BackgroundClient: Sendable {
         _ = try await send("POST", "/v1/events/ack", body: BackgroundAPI.Acknowledge(session: session, through: seq))
     }
 
+    /// Removes every finished task (of `session`, or of all): `ferry clean`. Returns how many.
+    package func clean(session: String? = nil) async throws -> Int {
+        let query = session.map { "?session=\($0)" } ?? ""
+        return try decode([String: Int].self, try await send("POST", "/v1/clean\(query)", body: [String: String]()))[
+            "removed"
+        ] ?? 0
+    }
+
     private func decode<Value: Decodable>(_ type: Value.Type, _ data: Data) throws -> Value {
         do {
             return try BackgroundAPI.decoder.decode(Value.self, from: data)

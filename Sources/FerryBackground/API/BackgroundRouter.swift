@@ -72,14 +72,18 @@ struct BackgroundRouter: Sendable {
         case ("GET", .sessions):
             return Response(
                 status: 200,
-                body: Self.json(BackgroundAPI.SessionList(sessions: try daemon.store.sessions()))
+                body: Self.json(BackgroundAPI.SessionList(sessions: try await attachedNow(daemon.store.sessions())))
             )
+        case ("POST", .clean):
+            let session = try query["session"].map(Self.validSession)
+            let removed = try await daemon.clean(session: session)
+            return Response(status: 200, body: Self.json(["removed": removed]))
         case ("GET", .events):
             let session = try Self.validSession(query["session"] ?? "")
             guard let after = Int64(query["after"] ?? "0"), after >= 0 else {
                 throw BackgroundAPI.Failure.badRequest("'after' is not a sequence number.")
             }
-            try daemon.store.sessionAttached(session)
+            await daemon.attach(session)
             let events = try daemon.store.events(session: session, after: after)
             return Response(status: 200, body: Self.json(BackgroundAPI.EventList(events: events)))
         case ("POST", .acknowledge):
@@ -104,6 +108,7 @@ struct BackgroundRouter: Sendable {
         case action(String, String)
         case events
         case acknowledge
+        case clean
 
         init?(_ path: [String]) {
             guard path.first == "v1" else { return nil }
@@ -115,6 +120,7 @@ struct BackgroundRouter: Sendable {
             case 2 where rest[0] == "tasks": self = .task(rest[1])
             case 3 where rest[0] == "tasks": self = .action(rest[1], rest[2])
             case 1 where rest[0] == "events": self = .events
+            case 1 where rest[0] == "clean": self = .clean
             case 2 where rest[0] == "events" && rest[1] == "ack": self = .acknowledge
             default: return nil
             }
@@ -130,6 +136,18 @@ struct BackgroundRouter: Sendable {
     }
 
     /// Running tasks with the bytes they have now rather than at their last checkpoint.
+    /// `sessions` with the attachment times this run knows and the store not yet.
+    private func attachedNow(_ sessions: [BackgroundAPI.SessionInfo]) async -> [BackgroundAPI.SessionInfo] {
+        let known = await daemon.attachments
+        return sessions.map { session in
+            var session = session
+            if let date = known[session.identifier], session.lastAttachedAt.map({ $0 < date }) ?? true {
+                session.lastAttachedAt = date
+            }
+            return session
+        }
+    }
+
     /// `tasks` as a client sees them: with live progress, and with credentials redacted.
     private func live(_ tasks: [BackgroundTaskRecord]) async -> [BackgroundTaskRecord] {
         var result: [BackgroundTaskRecord] = []

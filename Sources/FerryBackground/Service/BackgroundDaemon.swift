@@ -23,6 +23,8 @@ package actor BackgroundDaemon {
         package var perHostLimit = 4
         /// Retries of transient failures per start, each resuming.
         package var retries = 5
+        /// What the store keeps of finished tasks.
+        package var retention = BackgroundStore.Retention()
         /// Where tasks' files may be (links resolved), judged again when a task's source is
         /// opened and when its file is moved into place; `nil`: anywhere.
         package var allowedDirectories: [URL]?
@@ -43,6 +45,10 @@ package actor BackgroundDaemon {
     private var endWaiters: [Int64: [CheckedContinuation<Void, Never>]] = [:]
     /// Tasks that ended but whose end the store refused to record, with why.
     private var unrecorded: [Int64: String] = [:]
+    private let retention: BackgroundStore.Retention
+    /// When a process of each session last asked for its events: kept here, written to the
+    /// store only when it prunes, so that polling never writes.
+    private var attached: [String: Date] = [:]
     private var wake: Task<Void, Never>?
 
     package init(options: Options) throws {
@@ -56,6 +62,7 @@ package actor BackgroundDaemon {
         session = try Session(configuration: configuration)
         scheduler = BackgroundScheduler(limit: options.globalLimit)
         allowedDirectories = options.allowedDirectories
+        retention = options.retention
     }
 
     /// Picks up where the last run stopped, then schedules.
@@ -65,7 +72,25 @@ package actor BackgroundDaemon {
             guard let id = task.id, running[id] == nil else { continue }
             try store.update(id) { $0.state = .queued }
         }
+        try prune()
         try schedule()
+    }
+
+    /// A process of `session` asked for its events.
+    package func attach(_ session: String) { attached[session] = Date() }
+
+    /// When each session was last attached, as far as this run knows.
+    package var attachments: [String: Date] { attached }
+
+    /// Applies the retention, and writes down when sessions were last attached.
+    private func prune() throws {
+        for (session, date) in attached { try store.sessionAttached(session, at: date) }
+        try store.prune(retention)
+    }
+
+    /// `ferry clean`: removes every finished task (of `session`, or of all) now.
+    package func clean(session: String?) throws -> Int {
+        try store.removeFinished(session: session)
     }
 
     // MARK: Requests
@@ -222,6 +247,7 @@ package actor BackgroundDaemon {
             do {
                 try recordEnd(id, transfer: transfer, reason: reason)
                 unrecorded[id] = nil
+                try? prune()
                 break
             } catch {
                 // A locked or full store: say so, and try again; a task left `running` in the

@@ -104,15 +104,16 @@ package final class BackgroundStore: Sendable {
 
     // MARK: Sessions
 
-    /// A process of `session` asked for its events now.
-    package func sessionAttached(_ session: String) throws {
+    /// Records when a process of `session` last asked for its events (the daemon calls it
+    /// when it prunes, not on every poll: polling only reads).
+    package func sessionAttached(_ session: String, at date: Date) throws {
         try database.write { db in
             try db.execute(
                 sql: """
                     INSERT INTO session (identifier, createdAt, lastAttachedAt) VALUES (?, ?, ?)
                     ON CONFLICT(identifier) DO UPDATE SET lastAttachedAt = excluded.lastAttachedAt
                     """,
-                arguments: [session, Date(), Date()]
+                arguments: [session, date, date]
             )
         }
     }
@@ -192,6 +193,73 @@ package final class BackgroundStore: Sendable {
             var event = BackgroundEventRecord(session: task.session, taskId: id, kind: kind, detail: detail)
             try event.insert(db)
             return event
+        }
+    }
+
+    // MARK: Retention
+
+    /// What the store keeps of tasks that ended.
+    package struct Retention: Sendable {
+        /// Finished tasks (and their events) older than this go.
+        package var maximumAge: TimeInterval = 7 * 86_400
+        /// Beyond this many finished tasks, the oldest go: those whose events were
+        /// delivered (or belong to `ferry add`, whose events nobody reads).
+        package var maximumFinishedTasks = 1000
+
+        package init() {}
+    }
+
+    /// The session `ferry add` uses: its events are never read, so never kept long.
+    package static let commandLineSession = "cli"
+
+    /// Removes what `retention` does not keep: finished tasks past their age or past the
+    /// count (with their events), and `ferry add`'s events after a day. Returns how many
+    /// tasks went.
+    @discardableResult
+    package func prune(_ retention: Retention, now: Date = Date()) throws -> Int {
+        try database.write { db in
+            let final = "state IN ('completed', 'failed', 'canceled')"
+            let cutoff = now.addingTimeInterval(-retention.maximumAge)
+            try db.execute(sql: "DELETE FROM task WHERE \(final) AND finishedAt < ?", arguments: [cutoff])
+            var removed = db.changesCount
+            // Past the count: the oldest finished tasks nobody still has to hear about.
+            try db.execute(
+                sql: """
+                    DELETE FROM task WHERE id IN (
+                        SELECT t.id FROM task t
+                        WHERE t.\(final)
+                          AND (t.session = ? OR NOT EXISTS (SELECT 1 FROM event e WHERE e.taskId = t.id))
+                        ORDER BY t.finishedAt DESC, t.id DESC
+                        LIMIT -1 OFFSET ?
+                    )
+                    """,
+                arguments: [Self.commandLineSession, retention.maximumFinishedTasks]
+            )
+            removed += db.changesCount
+            try db.execute(sql: "DELETE FROM event WHERE taskId NOT IN (SELECT id FROM task)")
+            // `ferry add`'s events are never read by the command; kept a day for people.
+            try db.execute(
+                sql: "DELETE FROM event WHERE session = ? AND createdAt < ?",
+                arguments: [Self.commandLineSession, now.addingTimeInterval(-86_400)]
+            )
+            return removed
+        }
+    }
+
+    /// Removes every finished task (of `session`, or of all) and its events, now: `ferry
+    /// clean`. Returns how many went.
+    @discardableResult
+    package func removeFinished(session: String? = nil) throws -> Int {
+        try database.write { db in
+            let final = "state IN ('completed', 'failed', 'canceled')"
+            if let session {
+                try db.execute(sql: "DELETE FROM task WHERE \(final) AND session = ?", arguments: [session])
+            } else {
+                try db.execute(sql: "DELETE FROM task WHERE \(final)")
+            }
+            let removed = db.changesCount
+            try db.execute(sql: "DELETE FROM event WHERE taskId NOT IN (SELECT id FROM task)")
+            return removed
         }
     }
 
