@@ -1,4 +1,5 @@
 import Ferry
+import FerryBackground
 import FerryTestServer
 import Foundation
 import Testing
@@ -660,6 +661,42 @@ struct SecurityTests {
             }
             try Data().write(to: release)
             #expect(polled == "0 events")
+        }
+    }
+
+    /// 15: cancelling a queued daemon task removes its partial file only when the stored
+    /// resume data names one of Ferry's partial files: resume data naming any other file
+    /// (a store another process wrote to) never gets that file removed.
+    @Test("13.15: the daemon removes only Ferry's partial files on a cancel")
+    func theDaemonRemovesOnlyItsOwnPartialFiles() async throws {
+        try await withServer { server in
+            let daemon = try DaemonProcess()
+            let pid = try await daemon.start()
+            defer { DaemonProcess.killNine(pid) }
+            let add = try await daemon.ferry([
+                "add", server.url("/bytes/1000").absoluteString, "-o",
+                daemon.directory.appendingPathComponent("q.bin").path,
+                "--start-after", "3600",
+            ])
+            let id = try #require(
+                Int64(add.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)),
+                "\(add.stderrText)"
+            )
+            let victim = daemon.directory.appendingPathComponent("precious.txt")
+            try Data("keep me\n".utf8).write(to: victim)
+            let json = """
+                {"bytesOnDisk": 8, "createdAt": "2026-11-22T04:31:07Z", "currentURL": "\(server.url("/bytes/1000"))",
+                 "headers": {}, "method": "GET", "originalURL": "\(server.url("/bytes/1000"))",
+                 "partialFile": "\(victim.absoluteString)", "validator": {"entityTag": "\\"x\\""}, "version": 1}
+                """
+            let planted = try ResumeData(decoding: Data(json.utf8))
+            try BackgroundStore(directory: daemon.state).save(planted, for: BackgroundTaskRecord.resumeKey(for: id))
+            #expect(try await daemon.ferry(["cancel", "\(id)"]).status == 0)
+            #expect(try await daemon.client.task(id).state == .canceled)
+            #expect(
+                FileManager.default.fileExists(atPath: victim.path),
+                "the cancel removed a file that is not a partial"
+            )
         }
     }
 }
