@@ -2,6 +2,7 @@ import ArgumentParser
 import Ferry
 import FerryBackground
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -87,11 +88,21 @@ struct DaemonCommand: AsyncParsableCommand {
             options.retention.maximumAge = max(0, keepDays) * 86_400
             options.retention.maximumFinishedTasks = max(0, keepFinished)
             let service = try BackgroundDaemon(options: options)
+            // SIGTERM and SIGINT stop it cleanly from the moment it can answer.
+            let shutdown = ShutdownLatch()
+            let stop = [SIGTERM, SIGINT].map { number in
+                signal(number, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+                source.setEventHandler { shutdown.request() }
+                source.resume()
+                return source
+            }
             let server = try await BackgroundServer.start(
                 daemon: service,
                 socket: locations.socket,
                 allowedDirectories: allowedDirectories
             )
+            shutdown.attach(server)
             // Transfers start only once the socket is bound (its umask is process-wide).
             try await service.start()
             FileHandle.standardError.write(
@@ -99,19 +110,33 @@ struct DaemonCommand: AsyncParsableCommand {
                     "ferry daemon: listening on \(server.socketPath) (state in \(locations.stateDirectory.path))\n".utf8
                 )
             )
-            let stop = [SIGTERM, SIGINT].map { number in
-                signal(number, SIG_IGN)
-                let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-                source.setEventHandler { Task { await server.close() } }
-                source.resume()
-                return source
-            }
             await server.run()
             for source in stop { source.cancel() }
             withExtendedLifetime(lock) {}
         } catch {
             ExitStatus.exit(with: error)
         }
+    }
+}
+
+/// A stop asked for by a signal, before or after the server it stops exists.
+final class ShutdownLatch: Sendable {
+    private let state = Mutex<(requested: Bool, server: BackgroundServer?)>((false, nil))
+
+    func request() {
+        let server = state.withLock { state in
+            state.requested = true
+            return state.server
+        }
+        if let server { Task { await server.close() } }
+    }
+
+    func attach(_ server: BackgroundServer) {
+        let requested = state.withLock { state in
+            state.server = server
+            return state.requested
+        }
+        if requested { Task { await server.close() } }
     }
 }
 

@@ -80,21 +80,40 @@ final class Nginx {
         try? FileManager.default.removeItem(at: prefix)
     }
 
+    /// A free port for a server started as another process, which binds it later.
+    ///
+    /// Chosen below the kernel's ephemeral range (`ip_local_port_range`, 32768 and up here),
+    /// where no `bind(port 0)` of another test (the in-process servers, a proxy) can take it
+    /// between this check and the server's own bind: a port the kernel handed out and took
+    /// back once went to such a server, and httpbin's test talked to it.
     static func freePort() throws -> Int {
+        let low = ephemeralRange.lowerBound
+        for _ in 0..<200 {
+            let port = Int.random(in: max(1024, low - 12_000)..<low)
+            if canBind(port) { return port }
+        }
+        throw NSError(domain: "port", code: Int(EADDRINUSE))
+    }
+
+    /// The kernel's ephemeral ports (where `bind(port 0)` takes them from).
+    static let ephemeralRange: ClosedRange<Int> = {
+        let text = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
+        let bounds = text.split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
+        return bounds.count == 2 && bounds[0] <= bounds[1] ? bounds[0]...bounds[1] : 32768...60999
+    }()
+
+    private static func canBind(_ port: Int) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
+        address.sin_port = UInt16(port).bigEndian
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
             }
         }
-        guard bound else { throw NSError(domain: "port", code: Int(errno)) }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     static func accepts(port: Int) -> Bool {
