@@ -120,7 +120,8 @@ struct CredentialTests {
     /// and `-b` are not sent to another origin a redirect leads to, nor on the retries there
     /// (the other server drops the first connection after 1,000 bytes, so the download
     /// continues with a range).
-    @Test func credentialsNeverLeaveTheirOriginAcrossRedirectsAndRetries() async throws {
+    @Test("13.1: credentials never leave their origin across redirects and retries")
+    func credentialsNeverLeaveTheirOriginAcrossRedirectsAndRetries() async throws {
         try await withServer { home in
             try await withServer { other in
                 let scratch = try makeTemporaryDirectory("leak")

@@ -132,7 +132,8 @@ struct TLSTests {
     /// `allowsInvalidCertificates` (curl's -k) turns certificate checks off, never pins: a
     /// key pin must still be the server's own key (the leaf's: with no checked chain, a CA
     /// key proves nothing), and a certificate pin still needs the chain to lead to it.
-    @Test func allowingInvalidCertificatesNeverTurnsPinsOff() async throws {
+    @Test("13.2: -k (allowsInvalidCertificates) never turns pins off")
+    func allowingInvalidCertificatesNeverTurnsPinsOff() async throws {
         try await withTLSServer { server, ca, identity in
             let stranger = try TestPKI(name: "Not the server's CA")
             func session(keys: Set<String> = [], certificate: String? = nil) throws -> Session {
