@@ -2,6 +2,10 @@ package import NIOCore
 package import NIOPosix
 import Synchronization
 
+#if canImport(Darwin)
+import Darwin
+#endif
+
 /// Accepts connections without NIO's async server channel: each accepted channel is wrapped
 /// in an `NIOAsyncChannel` and handed to its own serving task at once.
 ///
@@ -38,6 +42,11 @@ package final class ConnectionAcceptor<Inbound: Sendable, Outbound: Sendable>: S
         case host(String, port: Int)
         /// A Unix domain socket; an existing file at the path is replaced.
         case unixSocket(String)
+        /// A Unix domain socket only its owner can connect to: on Linux the socket is made
+        /// 0600 before it is bound, and the file it creates has that mode from its first
+        /// moment, without touching the process-wide umask (elsewhere it is made 0600 right
+        /// after). An existing file at the path is replaced.
+        case privateUnixSocket(String)
     }
 
     /// Listens at `address`; `wrap` sets up each accepted channel's pipeline and wraps it
@@ -59,6 +68,13 @@ package final class ConnectionAcceptor<Inbound: Sendable, Outbound: Sendable>: S
             channel = try await configured.bind(host: host, port: port).get()
         case .unixSocket(let path):
             channel = try await configured.bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true).get()
+        case .privateUnixSocket(let path):
+            #if os(Linux)
+            channel = try await configured.withBoundSocket(try PrivateSocket.listen(at: path)).get()
+            #else
+            channel = try await configured.bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true).get()
+            chmod(path, 0o600)
+            #endif
         }
         acceptor.listener.withLock { $0 = channel }
         return acceptor

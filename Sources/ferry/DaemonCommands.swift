@@ -103,7 +103,7 @@ struct DaemonCommand: AsyncParsableCommand {
                 allowedDirectories: allowedDirectories
             )
             shutdown.attach(server)
-            // Transfers start only once the socket is bound (its umask is process-wide).
+            // Transfers start once the daemon answers.
             try await service.start()
             FileHandle.standardError.write(
                 Data(

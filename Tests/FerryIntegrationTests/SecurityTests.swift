@@ -291,15 +291,13 @@ struct SecurityTests {
     @Test("13.13: secret headers of daemon tasks are never printed, and the store is 0600")
     func secretHeadersOfDaemonTasksAreNeverPrinted() async throws {
         try await withServer { server in
-            let daemon = try DaemonProcess()
-            let pid = try await daemon.start()
+            let (daemon, pid) = try await DaemonProcess.started()
             defer { DaemonProcess.killNine(pid) }
             let output = daemon.directory.appendingPathComponent("token.json")
-            let add = try await daemon.ferry([
-                "add", server.url("/echo").absoluteString, "-H", "Authorization: Bearer TOKEN123",
+            let id = try await daemon.add([
+                server.url("/echo").absoluteString, "-H", "Authorization: Bearer TOKEN123",
                 "-H", "X-Trace: visible", "-o", output.path,
             ])
-            let id = try #require(Int64(add.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)))
             let wait = try await daemon.ferry(["wait", "-q", "\(id)"])
             #expect(wait.status == 0, "\(wait.stderrText)")
             // The server got it.
@@ -429,8 +427,7 @@ struct SecurityTests {
     @Test("13.12: --allow is judged again when the file is moved into place")
     func allowedDirectoriesHoldWhenTheFileIsMoved() async throws {
         try await withServer { server in
-            let daemon = try DaemonProcess()
-            let pid = try await daemon.start()
+            let (daemon, pid) = try await DaemonProcess.started()
             defer { DaemonProcess.killNine(pid) }
             let outside = ProcessRunner.productsDirectory.deletingLastPathComponent()
                 .appendingPathComponent("ferry-outside-\(UUID().uuidString.prefix(8))", isDirectory: true)
@@ -438,14 +435,8 @@ struct SecurityTests {
             defer { try? FileManager.default.removeItem(at: outside) }
             let later = daemon.directory.appendingPathComponent("later", isDirectory: true)
             let url = server.url("/bytes/200000?stall-at=100000").absoluteString
-            let add = try await daemon.ferry(["add", url, "-o", later.appendingPathComponent("out.bin").path])
-            let id = try #require(
-                Int64(add.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)),
-                "\(add.stderrText)"
-            )
-            for _ in 0..<1000 where try await daemon.client.task(id).bytesReceived < 100_000 {
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            let id = try await daemon.add([url, "-o", later.appendingPathComponent("out.bin").path])
+            try await daemon.waitUntil(id, received: 100_000)
             // The daemon made the directory when the download started; it becomes a link.
             try FileManager.default.removeItem(at: later)
             try FileManager.default.createSymbolicLink(at: later, withDestinationURL: outside)
@@ -469,45 +460,17 @@ struct SecurityTests {
     @Test("13.5: a locked store delays, never loses, the end of a daemon task")
     func aLockedStoreDelaysButNeverLosesTheEnd() async throws {
         try await withServer { server in
-            let daemon = try DaemonProcess()
-            let pid = try await daemon.start()
+            let (daemon, pid) = try await DaemonProcess.started()
             defer { DaemonProcess.killNine(pid) }
             let output = daemon.directory.appendingPathComponent("locked.bin")
             // Stalls until the client leaves, so the task is still running when the lock is
             // taken; the cancel then ends it while the store is locked.
-            let add = try await daemon.ferry([
-                "add", server.url("/bytes/200000?stall-at=100000").absoluteString, "-o", output.path,
+            let id = try await daemon.add([
+                server.url("/bytes/200000?stall-at=100000").absoluteString, "-o", output.path,
             ])
-            let id = try #require(
-                Int64(add.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)),
-                "\(add.stderrText)"
-            )
-            for _ in 0..<1000 where try await daemon.client.task(id).bytesReceived < 100_000 {
-                try await Task.sleep(for: .milliseconds(10))
-            }
-            let locked = daemon.directory.appendingPathComponent("locked")
-            let release = daemon.directory.appendingPathComponent("release")
-            let database = daemon.state.appendingPathComponent("ferry.sqlite").path
-            let holder = try ProcessRunner.spawn(
-                "/usr/bin/python3",
-                [
-                    "-c",
-                    """
-                    import sqlite3, os, time
-                    c = sqlite3.connect("\(database)", isolation_level=None, timeout=60)
-                    c.execute("BEGIN EXCLUSIVE")
-                    open("\(locked.path)", "w").close()
-                    while not os.path.exists("\(release.path)"): time.sleep(0.01)
-                    c.execute("COMMIT")
-                    """,
-                ],
-                stdout: daemon.directory.appendingPathComponent("holder.out").path,
-                stderr: daemon.directory.appendingPathComponent("holder.err").path
-            )
-            defer { ProcessRunner.stop(holder) }
-            for _ in 0..<1000 where !FileManager.default.fileExists(atPath: locked.path) {
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            try await daemon.waitUntil(id, received: 100_000)
+            let lock = try await StoreLock(daemon)
+            defer { lock.stop() }
             // The cancel's answer waits for the store too: run it beside.
             let cancel = Task { try await daemon.ferry(["cancel", "\(id)"]) }
             let log = daemon.directory.appendingPathComponent("daemon.err")
@@ -519,7 +482,7 @@ struct SecurityTests {
                 if !said { try await Task.sleep(for: .milliseconds(10)) }
             }
             #expect(said, "the daemon never said it could not record the end")
-            try Data().write(to: release)
+            try lock.release()
             _ = try await cancel.value
             #expect(try await finalState(of: id, daemon.client).state == .canceled)
         }
@@ -587,16 +550,12 @@ struct SecurityTests {
     @Test("13.11: the daemon forgets finished tasks (--keep-finished, ferry clean)")
     func theDaemonForgetsFinishedTasks() async throws {
         try await withServer { server in
-            let daemon = try DaemonProcess()
-            let pid = try await daemon.start(["--keep-finished", "2"])
+            let (daemon, pid) = try await DaemonProcess.started(["--keep-finished", "2"])
             defer { DaemonProcess.killNine(pid) }
             var ids: [Int64] = []
             for index in 0..<4 {
                 let output = daemon.directory.appendingPathComponent("f\(index).bin").path
-                let add = try await daemon.ferry([
-                    "add", server.url("/bytes/1000?seed=\(index)").absoluteString, "-o", output,
-                ])
-                let id = try #require(Int64(add.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)))
+                let id = try await daemon.add([server.url("/bytes/1000?seed=\(index)").absoluteString, "-o", output])
                 ids.append(id)
                 #expect(try await daemon.ferry(["wait", "-q", "\(id)"]).status == 0)
             }
@@ -627,39 +586,18 @@ struct SecurityTests {
     @Test("13.11: polling for events only reads")
     func pollingForEventsOnlyReads() async throws {
         try await withServer { _ in
-            let daemon = try DaemonProcess()
-            let pid = try await daemon.start()
+            let (daemon, pid) = try await DaemonProcess.started()
             defer { DaemonProcess.killNine(pid) }
 
-            let locked = daemon.directory.appendingPathComponent("locked")
-            let release = daemon.directory.appendingPathComponent("release")
-            let holder = try ProcessRunner.spawn(
-                "/usr/bin/python3",
-                [
-                    "-c",
-                    """
-                    import sqlite3, os, time
-                    c = sqlite3.connect("\(daemon.state.appendingPathComponent("ferry.sqlite").path)", isolation_level=None, timeout=60)
-                    c.execute("BEGIN EXCLUSIVE")
-                    open("\(locked.path)", "w").close()
-                    while not os.path.exists("\(release.path)"): time.sleep(0.01)
-                    c.execute("COMMIT")
-                    """,
-                ],
-                stdout: daemon.directory.appendingPathComponent("holder.out").path,
-                stderr: daemon.directory.appendingPathComponent("holder.err").path
-            )
-            defer { ProcessRunner.stop(holder) }
-            for _ in 0..<1000 where !FileManager.default.fileExists(atPath: locked.path) {
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            let lock = try await StoreLock(daemon)
+            defer { lock.stop() }
             var polled: String
             do {
                 polled = "\(try await daemon.client.events(session: "app", after: 0).count) events"
             } catch {
                 polled = "\(error)"
             }
-            try Data().write(to: release)
+            try lock.release()
             #expect(polled == "0 events")
         }
     }
@@ -670,18 +608,12 @@ struct SecurityTests {
     @Test("13.15: the daemon removes only Ferry's partial files on a cancel")
     func theDaemonRemovesOnlyItsOwnPartialFiles() async throws {
         try await withServer { server in
-            let daemon = try DaemonProcess()
-            let pid = try await daemon.start()
+            let (daemon, pid) = try await DaemonProcess.started()
             defer { DaemonProcess.killNine(pid) }
-            let add = try await daemon.ferry([
-                "add", server.url("/bytes/1000").absoluteString, "-o",
-                daemon.directory.appendingPathComponent("q.bin").path,
+            let id = try await daemon.add([
+                server.url("/bytes/1000").absoluteString, "-o", daemon.directory.appendingPathComponent("q.bin").path,
                 "--start-after", "3600",
             ])
-            let id = try #require(
-                Int64(add.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)),
-                "\(add.stderrText)"
-            )
             let victim = daemon.directory.appendingPathComponent("precious.txt")
             try Data("keep me\n".utf8).write(to: victim)
             let json = """
@@ -699,13 +631,120 @@ struct SecurityTests {
             )
         }
     }
+
+    /// 15: the daemon never changes its umask (it is process-wide: transfers running on
+    /// other threads would create their files under it); its socket is 0600 from its first
+    /// moment because the socket is made 0600 before it is bound. Traced with strace.
+    @Test(
+        "13.15: the daemon never calls umask; its socket is 0600 from the start",
+        .enabled(
+            if: FileManager.default.isExecutableFile(atPath: "/usr/bin/strace")
+                || ProcessInfo.processInfo.environment["CI"] == "true"
+        )
+    )
+    func theDaemonNeverChangesItsUmask() async throws {
+        try await withServer { server in
+            let daemon = try DaemonProcess()
+            let trace = daemon.directory.appendingPathComponent("umask.trace")
+            let tracer = try ProcessRunner.spawn(
+                "/usr/bin/strace",
+                ["-f", "-qq", "-e", "trace=umask", "-o", trace.path, ProcessRunner.ferry, "daemon"] + daemon.arguments,
+                stdout: daemon.directory.appendingPathComponent("daemon.out").path,
+                stderr: daemon.directory.appendingPathComponent("daemon.err").path
+            )
+            var exited = false
+            defer { if !exited { ProcessRunner.stop(tracer) } }
+            var answering = false
+            for _ in 0..<1000 where !answering {
+                answering = (try? await daemon.client.health()) == true
+                if !answering { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            try #require(answering, "the traced daemon did not answer")
+            let mode = try FileManager.default.attributesOfItem(atPath: daemon.socket.path)[.posixPermissions] as? Int
+            #expect(mode == 0o600)
+            let id = try await daemon.add([
+                server.url("/bytes/1000").absoluteString, "-o", daemon.directory.appendingPathComponent("u/f.bin").path,
+            ])
+            #expect(try await finalState(of: id, daemon.client).state == .completed)
+            let daemonPID = try #require(await daemon.client.daemonPID())
+            kill(daemonPID, SIGTERM)
+            var status: Int32 = 0
+            for _ in 0..<500 where !exited {
+                exited = waitpid(tracer, &status, WNOHANG) == tracer
+                if !exited { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            let calls = ((try? String(contentsOf: trace, encoding: .utf8)) ?? "").split(separator: "\n")
+                .filter { $0.contains("umask(") }
+            #expect(calls.isEmpty, "\(calls)")
+        }
+    }
+
+    /// Adds a bearer token to every request, as an app's interceptor would.
+    private struct AddsAuthorization: RequestInterceptor {
+        func adapt(_ request: URLRequest, for session: Session) async throws -> URLRequest {
+            var request = request
+            request.setValue("Bearer secret", forHTTPHeaderField: "Authorization")
+            return request
+        }
+    }
 }
 
-/// Adds a bearer token to every request, as an app's interceptor would.
-private struct AddsAuthorization: RequestInterceptor {
-    func adapt(_ request: URLRequest, for session: Session) async throws -> URLRequest {
-        var request = request
-        request.setValue("Bearer secret", forHTTPHeaderField: "Authorization")
-        return request
+extension DaemonProcess {
+    /// A new daemon (with `options`), started; the caller stops it with `killNine`.
+    static func started(_ options: [String] = []) async throws -> (DaemonProcess, pid_t) {
+        let daemon = try DaemonProcess()
+        return (daemon, try await daemon.start(options))
     }
+
+    /// `ferry add` with `arguments`; the new task's id.
+    func add(_ arguments: [String]) async throws -> Int64 {
+        let added = try await ferry(["add"] + arguments)
+        return try #require(
+            Int64(added.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)),
+            "\(added.stderrText)"
+        )
+    }
+
+    /// Returns once task `id` has received `bytes` (polled; a loaded machine starts late).
+    func waitUntil(_ id: Int64, received bytes: Int64) async throws {
+        for _ in 0..<1000 where try await client.task(id).bytesReceived < bytes {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+}
+
+/// Another process holding the daemon store's write lock (an exclusive SQLite
+/// transaction) until ``release()``.
+private struct StoreLock {
+    let process: pid_t
+    let released: URL
+
+    init(_ daemon: DaemonProcess) async throws {
+        let locked = daemon.directory.appendingPathComponent("locked")
+        released = daemon.directory.appendingPathComponent("release")
+        process = try ProcessRunner.spawn(
+            "/usr/bin/python3",
+            [
+                "-c",
+                """
+                import sqlite3, os, time
+                c = sqlite3.connect("\(daemon.state.appendingPathComponent("ferry.sqlite").path)", isolation_level=None, timeout=60)
+                c.execute("BEGIN EXCLUSIVE")
+                open("\(locked.path)", "w").close()
+                while not os.path.exists("\(released.path)"): time.sleep(0.01)
+                c.execute("COMMIT")
+                """,
+            ],
+            stdout: daemon.directory.appendingPathComponent("holder.out").path,
+            stderr: daemon.directory.appendingPathComponent("holder.err").path
+        )
+        for _ in 0..<1000 where !FileManager.default.fileExists(atPath: locked.path) {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    /// Lets the transaction commit.
+    func release() throws { try Data().write(to: released) }
+
+    func stop() { ProcessRunner.stop(process) }
 }

@@ -50,14 +50,10 @@ package final class BackgroundServer: Sendable {
             withIntermediateDirectories: true,
             attributes: [.posixPermissions: 0o700]
         )
-        // Created 0600 from the start: no moment where another user could connect. The
-        // umask is process-wide: the daemon binds before it starts any transfer (see
-        // `ferry daemon`), so no file of a transfer is created under it.
-        let previous = umask(0o177)
-        defer { umask(previous) }
         let acceptor = try await ConnectionAcceptor<HTTPServerRequestPart, HTTPServerResponsePart>.bind(
             ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton),
-            .unixSocket(socket.path)
+            // 0600 from its first moment, without the process-wide umask.
+            .privateUnixSocket(socket.path)
         ) { channel in
             try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
             return try Connection(wrappingChannelSynchronously: channel)
