@@ -1,7 +1,7 @@
 package import Foundation
 
 /// The daemon's socket API, shared by its server and its clients. The protocol is written
-/// down in `Documentation/daemon-protocol.md`.
+/// down in `docs/DaemonProtocol.md`.
 package enum BackgroundAPI {
     /// The largest request body the daemon reads; larger ones get `413`.
     package static let maximumBodySize = 64 * 1024

@@ -8,7 +8,7 @@ import NIOPosix
 import Glibc
 #endif
 
-/// Speaks the daemon's socket API (see `Documentation/daemon-protocol.md`): what `ferry add`,
+/// Speaks the daemon's socket API (see `docs/DaemonProtocol.md`): what `ferry add`,
 /// `ls`, `pause`, `resume`, `cancel` and `wait` use.
 package struct BackgroundClient: Sendable {
     package let socket: URL

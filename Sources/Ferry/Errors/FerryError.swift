@@ -20,8 +20,8 @@ public struct FerryError: Error, Sendable, Equatable, CustomStringConvertible {
         case cancelled
         /// The session was invalidated before the task was created or started.
         case sessionInvalidated
-        /// The configuration asks for something this build cannot do (for example a
-        /// background session before the daemon exists).
+        /// The configuration asks for something this build cannot do or refuses to do (an
+        /// `https://` proxy, invalid limits, unusable TLS options).
         case unsupportedConfiguration
         /// The URL is not an absolute `http` or `https` URL with a host.
         case invalidURL

@@ -10,7 +10,7 @@ public import FoundationNetworking
 ///
 /// ```swift
 /// var request = URLRequest(url: url)
-/// request = try ParameterEncoding.query.encode([("q", "swift nio"), ("page", "2")], into: request)
+/// request = try URLEncodedFormParameterEncoder.query.encode(["q": "swift nio", "page": "2"], into: request)
 /// request = try JSONParameterEncoder.default.encode(Login(user: "ada"), into: request)
 /// ```
 public protocol ParameterEncoder: Sendable {

@@ -52,8 +52,9 @@ public final class Session: Sendable {
     /// - Parameters:
     ///   - configuration: What the session does; copied.
     ///   - delegate: Receives the session's events in order; held until invalidation.
-    /// - Throws: ``FerryError/Reason/unsupportedConfiguration`` for a background configuration
-    ///   (not yet available) or invalid limits.
+    /// - Throws: ``FerryError/Reason/unsupportedConfiguration`` for invalid limits, an
+    ///   invalid background identifier, an `https://` proxy, or TLS options that cannot be
+    ///   used; a background session also throws when its daemon cannot be reached or started.
     public init(configuration: SessionConfiguration = .default, delegate: (any SessionDelegate)? = nil) throws {
         let configuration = try configuration.validated()
         self.configuration = configuration
