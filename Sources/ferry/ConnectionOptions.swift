@@ -51,6 +51,13 @@ struct ConnectionOptions: ParsableArguments {
     @Option(name: .customLong("noproxy"), help: "Hosts to reach directly, comma-separated (default: no_proxy).")
     var noProxy: String?
 
+    @Flag(
+        name: [.customShort("v"), .customLong("verbose")],
+        help:
+            "Print each request and response head ('> ', '< ') and what Ferry decides ('* ') on standard error, as curl -v; credentials redacted."
+    )
+    var verbose = false
+
     @Option(
         name: [.customShort("b"), .customLong("cookie"), .customLong("cookies")],
         help: ArgumentHelp(
@@ -91,6 +98,7 @@ struct ConnectionOptions: ParsableArguments {
 
     /// Puts these options into `configuration` and `request` for a request to `url`.
     func apply(to configuration: inout SessionConfiguration, for url: URL, request: inout URLRequest) throws {
+        if verbose { configuration.logger = VerboseLog.logger() }
         if let credential = try credential(for: url) {
             if digest || anyAuth {
                 configuration.credential = credential

@@ -2,6 +2,7 @@ import ArgumentParser
 import Ferry
 import FerryBackground
 import Foundation
+import Logging
 import Synchronization
 
 #if canImport(Glibc)
@@ -61,6 +62,19 @@ struct DaemonCommand: AsyncParsableCommand {
     @Option(name: .customLong("keep-finished"), help: "Finished tasks kept at most; the oldest go first.")
     var keepFinished = 1000
 
+    @Option(
+        name: .customLong("log-level"),
+        help:
+            "What the log on standard error says: trace, debug (request heads, resume decisions), info (each task's start, resume and end), notice, warning, error, critical."
+    )
+    var logLevel = "info"
+
+    func validate() throws {
+        if Logger.Level(rawValue: logLevel) == nil {
+            throw ValidationError("--log-level takes trace, debug, info, notice, warning, error or critical.")
+        }
+    }
+
     func run() async throws {
         let locations = daemon.locations
         do {
@@ -87,6 +101,9 @@ struct DaemonCommand: AsyncParsableCommand {
             options.allowedDirectories = allowedDirectories
             options.retention.maximumAge = max(0, keepDays) * 86_400
             options.retention.maximumFinishedTasks = max(0, keepFinished)
+            var logger = Logger(label: "ferry.daemon") { label in StreamLogHandler.standardError(label: label) }
+            logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
+            options.logger = logger
             let service = try BackgroundDaemon(options: options)
             // SIGTERM and SIGINT stop it cleanly from the moment it can answer.
             let shutdown = ShutdownLatch()
@@ -103,14 +120,11 @@ struct DaemonCommand: AsyncParsableCommand {
                 allowedDirectories: allowedDirectories
             )
             shutdown.attach(server)
+            logger.notice("listening on \(server.socketPath) (state in \(locations.stateDirectory.path))")
             // Transfers start once the daemon answers.
             try await service.start()
-            FileHandle.standardError.write(
-                Data(
-                    "ferry daemon: listening on \(server.socketPath) (state in \(locations.stateDirectory.path))\n".utf8
-                )
-            )
             await server.run()
+            logger.notice("stopped")
             for source in stop { source.cancel() }
             withExtendedLifetime(lock) {}
         } catch {

@@ -26,13 +26,14 @@ struct DaemonProcess {
         return configuration
     }
 
-    /// Starts the daemon (with `options` added) and waits until it answers.
-    func start(_ options: [String] = []) async throws -> pid_t {
+    /// Starts the daemon (with `options` added) and waits until it answers. Its log (standard
+    /// error) goes to `LOG.err` in ``directory``.
+    func start(_ options: [String] = [], log: String = "daemon") async throws -> pid_t {
         let pid = try ProcessRunner.spawn(
             ProcessRunner.ferry,
             ["daemon"] + arguments + options,
-            stdout: directory.appendingPathComponent("daemon.out").path,
-            stderr: directory.appendingPathComponent("daemon.err").path
+            stdout: directory.appendingPathComponent("\(log).out").path,
+            stderr: directory.appendingPathComponent("\(log).err").path
         )
         for _ in 0..<200 {
             if try await client.health() { return pid }
@@ -142,7 +143,10 @@ struct DaemonTests {
     @Test func killNineTwentyTimesOverOneDownloadLosesNothing() async throws {
         try await withServer { server in
             let daemon = try DaemonProcess()
-            let size: Int64 = 12 << 20
+            // About 15 s of dripping: twenty kills of 0.3–1.2 s each come (mostly) before the
+            // end, however fast this machine, so at least five restarts continue a
+            // checkpoint.
+            let size: Int64 = 20 << 20
             let path = "/bytes/\(size)?drip=65536&interval=50"
             let output = daemon.directory.appendingPathComponent("big.bin")
             var pid = try await daemon.start()
@@ -151,7 +155,7 @@ struct DaemonTests {
             let taskID = try #require(id)
             var checkedRestarts = 0
             for round in 0..<20 {
-                try await Task.sleep(for: .milliseconds(Int.random(in: 300...1500)))
+                try await Task.sleep(for: .milliseconds(Int.random(in: 300...1200)))
                 DaemonProcess.killNine(pid)
                 let store = try BackgroundStore(directory: daemon.state)
                 let checkpoint = store.resumeData(for: BackgroundTaskRecord.resumeKey(for: taskID))?.bytesOnDisk ?? 0
@@ -312,6 +316,47 @@ struct DaemonTests {
             #expect(try await daemon.client.health())
             let task = try await daemon.client.add(.init(url: url, destination: destination))
             #expect(try await finalState(of: try #require(task.id), daemon.client).state == .completed)
+        }
+    }
+
+    /// The daemon's log (standard error, info by default) tells a task's story across a
+    /// `kill -9`: its start, and after the restart that it was queued again, the checkpoint
+    /// it continues from, the byte the server's 206 continued at, and its end.
+    @Test func theLogTellsStartResumeAndEndAcrossAKill() async throws {
+        try await withServer { server in
+            let daemon = try DaemonProcess()
+            var pid = try await daemon.start(log: "first")
+            let output = daemon.directory.appendingPathComponent("logged.bin")
+            let url = server.url("/bytes/3000000?drip=65536&interval=50").absoluteString
+            let added = try await daemon.ferry(["add", url, "-o", output.path])
+            let id = try #require(Int64(added.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)))
+            let key = BackgroundTaskRecord.resumeKey(for: id)
+            var checkpoint: Int64 = 0
+            for _ in 0..<1000 where checkpoint == 0 {
+                checkpoint = try BackgroundStore(directory: daemon.state).resumeData(for: key)?.bytesOnDisk ?? 0
+                if checkpoint == 0 { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            try #require(checkpoint > 0, "no checkpoint was stored")
+            DaemonProcess.killNine(pid)
+            let stored = try BackgroundStore(directory: daemon.state).resumeData(for: key)?.bytesOnDisk ?? 0
+            pid = try await daemon.start(log: "second")
+            defer { DaemonProcess.killNine(pid) }
+            #expect(try await finalState(of: id, daemon.client).state == .completed)
+            #expect(try Data(contentsOf: output) == TestContent.data(size: 3_000_000))
+            let first = try String(contentsOf: daemon.directory.appendingPathComponent("first.err"), encoding: .utf8)
+            var second = ""
+            for _ in 0..<500 where !second.contains("task \(id) completed") {
+                second = try String(contentsOf: daemon.directory.appendingPathComponent("second.err"), encoding: .utf8)
+                if !second.contains("task \(id) completed") { try await Task.sleep(for: .milliseconds(10)) }
+            }
+            #expect(first.contains("task \(id) started: \(url)"), "\(first)")
+            #expect(second.contains("task \(id) was running when the last run stopped: queued again"), "\(second)")
+            #expect(
+                second.contains("task \(id) started: \(url) → \(output.path) (a checkpoint holds \(stored) bytes)"),
+                "\(second)"
+            )
+            #expect(second.contains("task \(id) resumed at byte \(stored) of 3000000"), "\(second)")
+            #expect(second.contains("task \(id) completed: "), "\(second)")
         }
     }
 

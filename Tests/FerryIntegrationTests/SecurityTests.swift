@@ -422,15 +422,22 @@ struct SecurityTests {
     /// 12: the daemon's allowed directories hold when the file is moved into place, not
     /// only when the task was added: a directory that did not exist then (so nothing could
     /// be resolved) and appears as a link to elsewhere before the download ends gets
-    /// nothing. "Elsewhere" is a directory of the build folder, outside every directory
-    /// the daemon allows (home, its state, the temporary directories).
+    /// nothing. "Elsewhere" is a new directory in /var/tmp, outside every directory the
+    /// daemon allows (home, its state, the temporary directories).
     @Test("13.12: --allow is judged again when the file is moved into place")
     func allowedDirectoriesHoldWhenTheFileIsMoved() async throws {
         try await withServer { server in
             let (daemon, pid) = try await DaemonProcess.started()
             defer { DaemonProcess.killNine(pid) }
-            let outside = ProcessRunner.productsDirectory.deletingLastPathComponent()
+            // /var/tmp: a temporary directory the daemon does not allow (it allows $HOME, its
+            // state, $TMPDIR and /tmp; the build folder may lie under /tmp).
+            let outside = URL(fileURLWithPath: "/var/tmp", isDirectory: true)
                 .appendingPathComponent("ferry-outside-\(UUID().uuidString.prefix(8))", isDirectory: true)
+            try #require(
+                ![FileManager.default.homeDirectoryForCurrentUser, FileManager.default.temporaryDirectory]
+                    .contains { outside.path.hasPrefix($0.resolvingSymlinksInPath().path + "/") },
+                "/var/tmp lies in a directory the daemon allows here"
+            )
             try FileManager.default.createDirectory(at: outside, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(at: outside) }
             let later = daemon.directory.appendingPathComponent("later", isDirectory: true)

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import Logging
 import NIOCore
 
 #if canImport(FoundationNetworking)
@@ -84,6 +85,7 @@ extension Transfer {
         do {
             while true {
                 let plan = planner.nextRequest()
+                logPlan(plan, bytesOnDisk: file.length)
                 if plan == .full, file.length > 0 {
                     try checkpoint(file, request: request, planner: planner).invalidate()
                     try file.truncate(to: 0)
@@ -134,6 +136,10 @@ extension Transfer {
                     if Task.isCancelled || failure.reason == .cancelled { throw failure }
                     retries += 1
                     guard let delay = policy.delay(beforeRetry: retries, after: failure) else { throw failure }
+                    logger.debug(
+                        "retrying",
+                        metadata: ["attempt": "\(retries)", "delay": "\(delay)", "error": "\(failure)"]
+                    )
                     task.publish(.willRetry(attempt: retries, delay: delay, error: failure))
                     progress.willContinue()
                     if file.length > 0 { try? checkpoint(file, request: request, planner: planner).write() }
@@ -240,6 +246,10 @@ extension Transfer {
             await drain(body)
             throw error
         case .restart:
+            logger.debug(
+                "the server's answer does not continue the bytes on disk: starting over",
+                metadata: ["status": "\(head.statusCode)"]
+            )
             await drain(body)
             try previous.invalidate()
             try file.truncate(to: 0)
@@ -277,6 +287,7 @@ extension Transfer {
             }
             return .done
         case .writeRange(let offset, let skip, let length):
+            logger.debug("continuing", metadata: ["offset": "\(offset)", "length": "\(length)"])
             try checkFileSize(planner.partial.totalLength, head: head)
             progress.announceResponse(head, task: task)
             progress.announceOffset(offset, total: planner.partial.totalLength, task: task, force: false)
@@ -300,6 +311,19 @@ extension Transfer {
             if planner.isComplete { return .done }
             // A short 206 (fewer bytes than asked), or a total still unknown: ask for the rest.
             return .again
+        }
+    }
+
+    /// Says what the next request asks for: the whole body, or the rest from a byte offset.
+    private func logPlan(_ plan: ResumePlanner.RequestPlan, bytesOnDisk: Int64) {
+        switch plan {
+        case .full:
+            logger.debug("resume decision: the whole body", metadata: ["bytes-on-disk": "\(bytesOnDisk)"])
+        case .range(let offset, let ifRange):
+            logger.debug(
+                "resume decision: a range",
+                metadata: ["offset": "\(offset)", "if-range": "\(ifRange ?? "none")"]
+            )
         }
     }
 
@@ -394,7 +418,8 @@ extension Transfer {
             template: Self.resumeData(for: task, request: request, file: file, planner: planner),
             enabled: planner.canResume(withChecksum: task.checksum != nil),
             store: configuration.resumeStore,
-            key: task.effectiveResumeKey
+            key: task.effectiveResumeKey,
+            logger: logger
         )
     }
 
@@ -459,6 +484,7 @@ struct Checkpoint {
     let enabled: Bool
     let store: ResumeStore?
     let key: String
+    let logger: Logger
 
     func write() throws {
         guard enabled else { return }
@@ -468,6 +494,7 @@ struct Checkpoint {
         resumeData.createdAt = ResumeData.wholeSeconds(Date())
         try file.writeMetadata(resumeData)
         try store?.save(resumeData, for: key)
+        logger.trace("checkpoint", metadata: ["bytes-on-disk": "\(resumeData.bytesOnDisk)"])
     }
 
     /// Removes the metadata (file and store entry), flushing the removal to stable storage,

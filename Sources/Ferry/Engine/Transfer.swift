@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import Logging
 import NIOCore
 import NIOHTTP1
 import NIOHTTPCompression
@@ -29,6 +30,9 @@ final class Transfer: Sendable {
     /// cookies `send` added): what the cache judges a response by.
     let sentRequest = Mutex<URLRequest?>(nil)
 
+    /// ``SessionConfiguration/logger``, with the task's identifier.
+    let logger: Logger
+
     /// The task's place in its origin's admission queue, taken when it was resumed.
     private let admission: HostLimiter.Reservation?
     /// A download written in order (not stored for resuming) is decoded as a data task's
@@ -40,6 +44,9 @@ final class Transfer: Sendable {
         self.origin = task
         self.active = Mutex(task)
         self.admission = admission
+        var logger = session.configuration.logger
+        logger[metadataKey: "ferry-task"] = "\(task.taskIdentifier)"
+        self.logger = logger
     }
 
     var configuration: SessionConfiguration { session.configuration }
@@ -60,6 +67,11 @@ final class Transfer: Sendable {
             failure = ferryError(from: error)
         }
         watchdog.unwatch(self)
+        if let failure {
+            logger.debug("task failed", metadata: ["error": "\(failure)"])
+        } else {
+            logger.debug("task completed")
+        }
         origin.transferDidFinish(error: failure, outcome: outcome)
     }
 
@@ -173,6 +185,7 @@ final class Transfer: Sendable {
                     origin.touch()
                     transaction.requestStartDate = Date()
                     sentRequest.withLock { $0 = currentRequest }
+                    logRequest(currentRequest)
                     let response = try await exchange(currentRequest, body: currentBody)
                     responded = true
                     transaction.responseStartDate = Date()
@@ -185,6 +198,7 @@ final class Transfer: Sendable {
                     }
                     origin.touch()
                     let head = HTTPResponse(url: url, head: response.head)
+                    logResponse(head)
                     try checkHeaderLimits(head)
                     configuration.cookieStore?.store(setCookieFields: head.headers.values(for: "Set-Cookie"), from: url)
                     transaction.response = head
@@ -235,8 +249,13 @@ final class Transfer: Sendable {
             case .final(let result):
                 return result
             case .redirect(let next, let keepsBody):
+                logger.debug(
+                    "redirect",
+                    metadata: ["from": "\(url.absoluteString)", "to": "\(next.url?.absoluteString ?? "")"]
+                )
                 try hops.redirect(to: next, keepsBody: keepsBody)
             case .authenticate(let retry):
+                logger.debug("answering an authentication challenge", metadata: ["url": "\(url.absoluteString)"])
                 hops.answerChallenge(with: retry)
             case .intercept(let head, let buffered):
                 let decision = await interceptor?.retry(

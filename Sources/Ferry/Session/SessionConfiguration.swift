@@ -1,4 +1,5 @@
 public import Foundation
+public import Logging
 
 /// How a ``Session`` behaves: headers, timeouts, per-host limits, redirects, memory bounds and
 /// where partial downloads live.
@@ -19,8 +20,9 @@ public struct SessionConfiguration: Sendable {
         case `default`
         /// Keeps nothing on disk and shares nothing: cookies in a store of its own, in memory.
         case ephemeral
-        /// Transfers handed to the per-user daemon so they outlive the process (not yet
-        /// available: such a session cannot be created in this version).
+        /// Transfers handed to the per-user daemon (`ferry daemon`, started when none
+        /// answers) so they outlive the process; a relaunched process with the same
+        /// identifier gets their events (see ``SessionConfiguration/background(identifier:)``).
         case background(identifier: String)
     }
 
@@ -144,6 +146,18 @@ public struct SessionConfiguration: Sendable {
     /// Credentials by protection space, for challenges that neither the delegate nor
     /// ``credential`` answered (URLSession's `urlCredentialStorage`). `nil`: none.
     public var credentialStore: CredentialStore?
+
+    /// Where the session says what it does (swift-log): each request and response head
+    /// (credentials redacted), redirect, retry and resume decision at `debug`, checkpoints
+    /// at `trace`, every message with the task's identifier as `ferry-task`. The default
+    /// logs nothing.
+    ///
+    /// ```swift
+    /// var logger = Logger(label: "my-app.ferry")
+    /// logger.logLevel = .debug
+    /// configuration.logger = logger
+    /// ```
+    public var logger = Logger(label: "ferry", factory: { _ in SwiftLogNoOpLogHandler() })
 
     /// Seconds an idle pooled connection is kept open. Default 60.
     public var connectionIdleTimeout: TimeInterval = 60

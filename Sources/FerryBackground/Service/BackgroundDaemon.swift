@@ -1,5 +1,6 @@
 package import Ferry
 package import Foundation
+package import Logging
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -25,6 +26,10 @@ package actor BackgroundDaemon {
         package var retries = 5
         /// What the store keeps of finished tasks.
         package var retention = BackgroundStore.Retention()
+        /// Where the daemon says what it does: each task's start, where it continues, its
+        /// retries and its end at `info` (`warning` for trouble); the engine's own messages
+        /// (request heads, resume decisions) at `debug`. Default: nothing.
+        package var logger = Logger(label: "ferry.daemon", factory: { _ in SwiftLogNoOpLogHandler() })
         /// Where tasks' files may be (links resolved), judged again when a task's source is
         /// opened and when its file is moved into place; `nil`: anywhere.
         package var allowedDirectories: [URL]?
@@ -46,6 +51,7 @@ package actor BackgroundDaemon {
     /// Tasks that ended but whose end the store refused to record, with why.
     private var unrecorded: [Int64: String] = [:]
     private let retention: BackgroundStore.Retention
+    private let logger: Logger
     /// When a process of each session last asked for its events: kept here, written to the
     /// store only when it prunes, so that polling never writes.
     private var attached: [String: Date] = [:]
@@ -59,10 +65,12 @@ package actor BackgroundDaemon {
         configuration.retryPolicy = RetryPolicy(maximumRetries: options.retries)
         configuration.httpMaximumConnectionsPerHost = options.perHostLimit
         configuration.cookieStore = nil
+        configuration.logger = options.logger
         session = try Session(configuration: configuration)
         scheduler = BackgroundScheduler(limit: options.globalLimit)
         allowedDirectories = options.allowedDirectories
         retention = options.retention
+        logger = options.logger
     }
 
     /// Picks up where the last run stopped, then schedules.
@@ -70,6 +78,7 @@ package actor BackgroundDaemon {
         for task in try store.tasks() where task.state == .running {
             // Left `running` by the last run (not one a request started since this began).
             guard let id = task.id, running[id] == nil else { continue }
+            logger.info("task \(id) was running when the last run stopped: queued again")
             try store.update(id) { $0.state = .queued }
         }
         try prune()
@@ -221,10 +230,14 @@ package actor BackgroundDaemon {
         }
         try store.update(id) { $0.state = .running }
         running[id] = transfer
+        let checkpoint = store.resumeData(for: BackgroundTaskRecord.resumeKey(for: id))?.bytesOnDisk ?? 0
+        let held = checkpoint > 0 ? " (a checkpoint holds \(checkpoint) bytes)" : ""
+        logger.info("task \(id) started: \(record.url) → \(record.destination)\(held)")
         let events = transfer.events
         transfer.resume()
+        let logger = self.logger
         Task { [weak self] in
-            for await _ in events {}
+            for await event in events { Self.log(event, of: id, to: logger) }
             await self?.ended(id, transfer: transfer)
         }
     }
@@ -233,6 +246,23 @@ package actor BackgroundDaemon {
     private func waitUntilEnded(_ id: Int64) async {
         guard running[id] != nil else { return }
         await withCheckedContinuation { endWaiters[id, default: []].append($0) }
+    }
+
+    /// What the daemon's log says of a task's event: where it continues, its retries.
+    private static func log(_ event: TaskEvent, of id: Int64, to logger: Logger) {
+        switch event {
+        case .resumedAtOffset(let offset, let total):
+            let of = total.map { " of \($0)" } ?? ""
+            if offset > 0 {
+                logger.info("task \(id) resumed at byte \(offset)\(of) (Range + If-Range accepted)")
+            } else {
+                logger.info("task \(id) starts from byte 0\(of): the bytes kept cannot be continued")
+            }
+        case .willRetry(let attempt, let delay, let error):
+            logger.warning("task \(id): retry \(attempt) in \(delay) s after: \(error)")
+        default:
+            break
+        }
     }
 
     /// Waits before each new attempt to record a task's end in a store that refused it.
@@ -246,6 +276,7 @@ package actor BackgroundDaemon {
         while true {
             do {
                 try recordEnd(id, transfer: transfer, reason: reason)
+                logEnd(id, transfer: transfer, reason: reason)
                 unrecorded[id] = nil
                 try? prune()
                 break
@@ -253,7 +284,7 @@ package actor BackgroundDaemon {
                 // A locked or full store: say so, and try again; a task left `running` in the
                 // store would keep `ferry wait` waiting for ever.
                 let message = "the store could not record the end of task \(id): \(error)"
-                FileHandle.standardError.write(Data("ferry daemon: \(message); retrying\n".utf8))
+                logger.warning("\(message); retrying")
                 guard attempt < Self.recordRetryDelays.count else {
                     // Clients are told it failed, and why; the next start finds it `running`
                     // and queues it again.
@@ -265,6 +296,21 @@ package actor BackgroundDaemon {
             }
         }
         try? schedule()
+    }
+
+    private func logEnd(_ id: Int64, transfer: SessionTask, reason: BackgroundTaskRecord.State?) {
+        if let error = transfer.error {
+            switch reason {
+            case .paused?: logger.info("task \(id) paused at byte \(transfer.countOfBytesReceived)")
+            case .canceled?: logger.info("task \(id) canceled")
+            default: logger.warning("task \(id) failed: \(error)")
+            }
+        } else if transfer is DataTask {
+            logger.info("task \(id) completed: \(transfer.countOfBytesSent) bytes sent")
+        } else {
+            let file = (transfer as? DownloadTask)?.fileURL?.path ?? ""
+            logger.info("task \(id) completed: \(transfer.countOfBytesReceived) bytes → \(file)")
+        }
     }
 
     /// Writes the end of task `id` (as `transfer` ended, stopped for `reason`) to the store.

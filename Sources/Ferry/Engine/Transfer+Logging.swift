@@ -1,0 +1,72 @@
+import Foundation
+import Logging
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// What a transfer tells ``SessionConfiguration/logger``: every message carries the task's
+/// identifier (`ferry-task`); request and response heads carry their text, credentials
+/// redacted, under `ferry-head` (`ferry get -v` prints them as `curl -v` does).
+extension Transfer {
+    /// The metadata key of a head's text, and its kind (`request` or `response`).
+    static let headKey = "ferry-head"
+    static let headKindKey = "ferry-head-kind"
+
+    func logRequest(_ request: URLRequest) {
+        logger.debug(
+            "request",
+            metadata: [
+                "method": "\(request.method.rawValue)",
+                "url": "\(request.url?.absoluteString ?? "")",
+                Self.headKindKey: "request",
+                Self.headKey: "\(HeadText.request(request))",
+            ]
+        )
+    }
+
+    func logResponse(_ head: HTTPResponse) {
+        logger.debug(
+            "response",
+            metadata: [
+                "status": "\(head.statusCode)",
+                "url": "\(head.url.absoluteString)",
+                Self.headKindKey: "response",
+                Self.headKey: "\(HeadText.response(head))",
+            ]
+        )
+    }
+}
+
+/// Request and response heads as text (`GET /path HTTP/1.1`, fields one a line), with the
+/// values of credential fields replaced by `<redacted>`.
+enum HeadText {
+    static let secretFields: Set<String> = ["authorization", "proxy-authorization", "cookie", "set-cookie"]
+
+    static func request(_ request: URLRequest) -> String {
+        var lines: [String] = []
+        let url = request.url
+        var target = url?.path.isEmpty == false ? url?.path ?? "/" : "/"
+        if let query = url?.query { target += "?" + query }
+        lines.append("\(request.method.rawValue) \(target) HTTP/1.1")
+        if let host = url?.host {
+            lines.append("Host: \(host)\(url?.port.map { ":\($0)" } ?? "")")
+        }
+        for (name, value) in (request.allHTTPHeaderFields ?? [:]).sorted(by: { $0.key < $1.key }) {
+            lines.append("\(name): \(shown(name, value))")
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    static func response(_ head: HTTPResponse) -> String {
+        var lines = [
+            "\(head.httpVersion) \(head.statusCode)\(head.reasonPhrase.isEmpty ? "" : " " + head.reasonPhrase)"
+        ]
+        for field in head.headers { lines.append("\(field.name): \(shown(field.name, field.value))") }
+        return lines.joined(separator: "\n")
+    }
+
+    private static func shown(_ name: String, _ value: String) -> String {
+        secretFields.contains(name.lowercased()) ? "<redacted>" : value
+    }
+}
