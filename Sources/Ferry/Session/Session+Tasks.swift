@@ -37,7 +37,7 @@ extension Session {
 
     /// An upload task streaming the file at `fileURL` from disk (its size is read now).
     public func uploadTask(with request: URLRequest, fromFile fileURL: URL) -> UploadTask {
-        makeUploadTask(request, Result { try RequestBody.file(at: fileURL) }.mapError { Transfer.map($0) })
+        makeUploadTask(request, Result { try RequestBody.file(at: fileURL) }.mapError { FerryError.mapping($0) })
     }
 
     /// An upload task sending a one-shot async sequence of byte chunks.
@@ -219,7 +219,7 @@ extension Session {
             try validation.validate(response, body: data)
             return try serializer.serialize(data, response: response)
         } catch {
-            throw Transfer.map(error)
+            throw FerryError.mapping(error)
         }
     }
 

@@ -1,0 +1,27 @@
+import Foundation
+
+/// Events a download owes its observers once: the response head, and where it continues.
+struct DownloadProgress {
+    private var announcedResponse = false
+    /// The next response continues bytes already on disk: say where.
+    private var offsetPending: Bool
+
+    init(resumed: Bool) { offsetPending = resumed }
+
+    /// A retry is about to continue the download.
+    mutating func willContinue() { offsetPending = true }
+
+    mutating func announceResponse(_ head: HTTPResponse, task: SessionTask) {
+        task.didReceive(response: head, announce: !announcedResponse)
+        announcedResponse = true
+    }
+
+    /// Publishes `resumedAtOffset` for the first response after a resume or a retry, and
+    /// whenever bytes on disk are discarded (`force`).
+    mutating func announceOffset(_ offset: Int64, total: Int64?, task: SessionTask, force: Bool) {
+        task.setDownloadPosition(offset, expected: total)
+        guard force || offsetPending else { return }
+        offsetPending = false
+        task.publish(.resumedAtOffset(offset, expectedTotalBytes: total))
+    }
+}

@@ -1,0 +1,274 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Small POSIX helpers with typed errors.
+enum FileSystem {
+    static func error(_ what: String, code: Int32 = errno) -> FerryError {
+        FerryError(.fileSystem, "\(what): \(String(cString: strerror(code))).")
+    }
+
+    /// `mkdir -p` with `mode` for the directories it creates.
+    static func createDirectory(_ url: URL, mode: mode_t) throws {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) {
+            guard isDirectory.boolValue else {
+                throw FerryError(.fileSystem, "'\(url.path)' exists and is not a directory.")
+            }
+            return
+        }
+        do {
+            try FileManager.default.createDirectory(
+                at: url,
+                withIntermediateDirectories: true,
+                attributes: [.posixPermissions: Int(mode)]
+            )
+        } catch {
+            throw FerryError(.fileSystem, "Cannot create the directory '\(url.path)'.", underlying: error)
+        }
+    }
+
+    /// Creates `directory` for partial files (0700) if missing, opens it, and refuses one
+    /// that another user could have prepared. Returns the open directory: the checks are
+    /// made on it (`fstat`), so the directory used is the directory checked.
+    ///
+    /// The default directory (`ferry-downloads-UID` in the temporary directory) must be this
+    /// user's own, a real directory (not a link), with no access for group or others. A
+    /// directory the caller chose is checked only where everyone may create files (its
+    /// parent is writable by all, as `/tmp`): there it must be this user's, not a link, and
+    /// not writable by group or others.
+    static func openPartialsDirectory(_ directory: URL, isDefault: Bool) throws -> Int32 {
+        try createDirectory(directory, mode: 0o700)
+        var parent = stat()
+        let sharedParent =
+            stat(directory.deletingLastPathComponent().path, &parent) == 0 && parent.st_mode & S_IWOTH != 0
+        let checked = isDefault || sharedParent
+        let held = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (checked ? O_NOFOLLOW : 0))
+        guard held >= 0 else {
+            if checked && errno == ELOOP { throw notPrivate(directory) }
+            throw error("Cannot open the directory '\(directory.path)'")
+        }
+        guard checked else { return held }
+        var info = stat()
+        let forbidden: mode_t = isDefault ? 0o077 : 0o022
+        guard fstat(held, &info) == 0, info.st_uid == geteuid(), info.st_mode & forbidden == 0 else {
+            close(held)
+            throw notPrivate(directory)
+        }
+        return held
+    }
+
+    private static func notPrivate(_ directory: URL) -> FerryError {
+        FerryError(
+            .fileSystem,
+            "'\(directory.path)' is not a private directory of this user (another owner, a link, or open to others): partial downloads are kept only in one. Remove it, or choose another downloadsDirectory."
+        )
+    }
+
+    /// A file's device and inode: which file a name holds.
+    struct Identity: Equatable {
+        var device: UInt64
+        var inode: UInt64
+
+        init?(descriptor: Int32) {
+            var info = stat()
+            guard fstat(descriptor, &info) == 0 else { return nil }
+            device = UInt64(info.st_dev)
+            inode = UInt64(info.st_ino)
+        }
+
+        /// The identity of what `name` in `directory` holds now (a link is not followed).
+        init?(at name: String, in directory: Int32) {
+            var info = stat()
+            guard fstatat(directory, name, &info, AT_SYMLINK_NOFOLLOW) == 0 else { return nil }
+            device = UInt64(info.st_dev)
+            inode = UInt64(info.st_ino)
+        }
+    }
+
+    /// A file to move: a name relative to a directory descriptor (`AT_FDCWD` for a path),
+    /// and, when known, the identity the name must still have.
+    struct MoveSource {
+        var directory: Int32
+        var name: String
+        /// For messages.
+        var path: String
+        var identity: Identity?
+
+        init(directory: Int32, name: String, path: String, identity: Identity?) {
+            self.directory = directory
+            self.name = name
+            self.path = path
+            self.identity = identity
+        }
+
+        init(_ url: URL) {
+            self.init(directory: AT_FDCWD, name: url.path, path: url.path, identity: nil)
+        }
+    }
+
+    /// Moves a finished file to `destination` so that it appears there only complete.
+    ///
+    /// One step on one file system: `rename(2)` (relative to the source's directory
+    /// descriptor) when an existing file may be replaced, else `link(2)` then removing the
+    /// source, which fails rather than replace a file that appeared meanwhile. Across file
+    /// systems the file is copied to a hidden temporary file beside the destination,
+    /// flushed, and moved into place the same way; the source is removed last. The previous
+    /// destination file is never removed before the new one is complete. A source whose
+    /// name no longer holds the file it should (`source.identity`) is not moved.
+    static func moveFile(from source: MoveSource, to destination: URL, createDirectories: Bool, replace: Bool) throws {
+        let parent = destination.deletingLastPathComponent()
+        // A device, FIFO or socket is never renamed over (that replaced /dev/null once).
+        if SequentialOutput.isSequential(destination) {
+            throw FerryError(
+                .fileSystem,
+                "'\(destination.path)' is not a regular file: a finished download replaces only regular files."
+            )
+        }
+        if createDirectories { try createDirectory(parent, mode: 0o755) }
+        var info = stat()
+        if lstat(destination.path, &info) == 0 {
+            if (info.st_mode & S_IFMT) == S_IFDIR {
+                throw FerryError(.fileSystem, "'\(destination.path)' is a directory.")
+            }
+            if !replace { throw exists(destination) }
+        }
+        if let identity = source.identity, Identity(at: source.name, in: source.directory) != identity {
+            throw FerryError(
+                .fileSystem,
+                "'\(source.path)' no longer holds the downloaded file (it was replaced or removed): nothing was moved."
+            )
+        }
+        // The partial file is private (0600) while it grows; the delivered file gets the
+        // mode any new file of the user's would get.
+        fchmodat(source.directory, source.name, userFileMode, 0)
+        if try place(source.directory, source.name, at: destination, replace: replace) { return }
+        let staging = parent.appendingPathComponent(
+            SafeFilename.sidecar(
+                of: destination.lastPathComponent,
+                suffix: ".ferry-\(UUID().uuidString.prefix(8)).part"
+            )
+        )
+        do {
+            try copyFile(from: source, to: staging)
+            guard try place(AT_FDCWD, staging.path, at: destination, replace: replace) else {
+                throw error("Cannot move the download to '\(destination.path)'", code: EXDEV)
+            }
+        } catch {
+            unlink(staging.path)
+            throw error
+        }
+        unlinkat(source.directory, source.name, 0)
+    }
+
+    /// Moves the file at a path (a file the daemon finished, a multipart body), as above.
+    static func moveFile(from source: URL, to destination: URL, createDirectories: Bool, replace: Bool) throws {
+        try moveFile(from: MoveSource(source), to: destination, createDirectories: createDirectories, replace: replace)
+    }
+
+    /// Puts `name` (in `directory`) at `destination` in one step; `false` when they are on
+    /// different file systems.
+    private static func place(_ directory: Int32, _ name: String, at destination: URL, replace: Bool) throws -> Bool {
+        if replace {
+            if renameat(directory, name, AT_FDCWD, destination.path) == 0 { return true }
+        } else {
+            if linkat(directory, name, AT_FDCWD, destination.path, 0) == 0 {
+                unlinkat(directory, name, 0)
+                return true
+            }
+            if errno == EEXIST { throw exists(destination) }
+            // A file system without hard links: check, then rename (a narrow race).
+            if errno == EPERM || errno == EOPNOTSUPP || errno == EMLINK {
+                var info = stat()
+                if lstat(destination.path, &info) == 0 { throw exists(destination) }
+                if renameat(directory, name, AT_FDCWD, destination.path) == 0 { return true }
+            }
+        }
+        if errno == EXDEV { return false }
+        throw error("Cannot move the download to '\(destination.path)'")
+    }
+
+    private static func exists(_ destination: URL) -> FerryError {
+        FerryError(.destinationExists, "'\(destination.path)' already exists.")
+    }
+
+    /// `0666` less the process's umask, read without changing it (`umask(2)` would be a
+    /// process-wide race); 0644 when it cannot be read.
+    static let userFileMode: mode_t = {
+        let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+        for line in status.split(separator: "\n") where line.hasPrefix("Umask:") {
+            if let mask = mode_t(line.dropFirst("Umask:".count).trimmingCharacters(in: .whitespaces), radix: 8) {
+                return 0o666 & ~mask
+            }
+        }
+        return 0o644
+    }()
+
+    /// Flushes a directory's entries (a removal or rename in it) to stable storage.
+    static func syncDirectory(_ url: URL) {
+        let descriptor = open(url.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else { return }
+        fsync(descriptor)
+        close(descriptor)
+    }
+
+    /// Removes a file if it exists.
+    static func removeIfPresent(_ url: URL) { unlink(url.path) }
+
+    /// Writes `data` to `url` so that a reader sees the old or the new content, never a mix:
+    /// a temporary file beside it, `fsync`, `rename`.
+    static func writeAtomically(_ data: Data, to url: URL) throws {
+        let temporary = url.deletingLastPathComponent()
+            .appendingPathComponent(
+                SafeFilename.sidecar(of: url.lastPathComponent, suffix: ".\(UUID().uuidString.prefix(8)).tmp")
+            )
+        let descriptor = open(temporary.path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw error("Cannot write '\(temporary.path)'") }
+        do {
+            defer { close(descriptor) }
+            do {
+                try data.withUnsafeBytes { try writeAll(descriptor, $0) }
+            } catch let failure as CallError {
+                throw Self.error("Cannot write '\(temporary.path)'", code: failure.code)
+            }
+            guard fsync(descriptor) == 0 else { throw error("Cannot flush '\(temporary.path)'") }
+            guard rename(temporary.path, url.path) == 0 else { throw error("Cannot write '\(url.path)'") }
+        } catch {
+            unlink(temporary.path)
+            throw error
+        }
+    }
+
+    private static func copyFile(from source: MoveSource, to target: URL) throws {
+        let input = openat(source.directory, source.name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard input >= 0 else { throw error("Cannot read '\(source.path)'") }
+        defer { close(input) }
+        if let identity = source.identity, Identity(descriptor: input) != identity {
+            throw FerryError(.fileSystem, "'\(source.path)' no longer holds the downloaded file: nothing was moved.")
+        }
+        let output = open(target.path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, userFileMode)
+        guard output >= 0 else { throw error("Cannot create '\(target.path)'") }
+        defer { close(output) }
+        let size = 1 << 20
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16)
+        defer { buffer.deallocate() }
+        while true {
+            let count = read(input, buffer, size)
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw error("Cannot read '\(source.path)'")
+            }
+            if count == 0 { break }
+            do {
+                try writeAll(output, UnsafeRawBufferPointer(start: buffer, count: count))
+            } catch {
+                throw Self.error("Cannot write '\(target.path)'", code: error.code)
+            }
+        }
+        guard fsync(output) == 0 else { throw error("Cannot flush '\(target.path)'") }
+    }
+}

@@ -1,0 +1,116 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOHTTPCompression
+import NIOSSL
+import Synchronization
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Bodies read into memory (data and upload tasks), and a data task that becomes a
+/// download.
+extension Transfer {
+    // MARK: Bodies in memory
+
+    /// A data or upload task's final response: announces it, asks the delegate what to do,
+    /// then reads the body into memory (or hands it to a download).
+    func consumeInMemory(_ body: ResponseBody, head: HTTPResponse) async throws -> TaskOutcome {
+        origin.didReceive(response: head)
+        if let delegate = session.delegate {
+            let session = self.session
+            let task = self.origin
+            switch await session.askDelegate({ await delegate.session(session, task: task, didReceive: head) }) {
+            case .allow:
+                break
+            case .cancel:
+                throw FerryError(
+                    .cancelledByDelegate,
+                    "The delegate cancelled the task on its response.",
+                    response: head
+                )
+            case .becomeDownload:
+                return try await becomeDownload(body, head: head)
+            }
+        }
+        return try await collect(body, head: head)
+    }
+
+    func collect(_ body: ResponseBody, head: HTTPResponse) async throws -> TaskOutcome {
+        let limit = configuration.maximumInMemoryBodySize
+        let tooLarge = FerryError(
+            .bodyTooLarge(limit: limit),
+            "The response body is larger than \(limit) bytes (maximumInMemoryBodySize); use a download task.",
+            response: head
+        )
+        if let expected = head.expectedContentLength, expected > limit { throw tooLarge }
+        var data = Data()
+        if let expected = head.expectedContentLength { data.reserveCapacity(Int(expected)) }
+        var iterator = body.makeAsyncIterator()
+        while true {
+            try await origin.waitWhilePaused()
+            guard let chunk = try await iterator.next() else { break }
+            guard Int64(data.count + chunk.readableBytes) <= limit else { throw tooLarge }
+            chunk.withUnsafeReadableBytes { bytes in
+                data.append(contentsOf: bytes)
+                origin.didReceive(data: bytes, publishData: true)
+            }
+        }
+        guard origin.transferWillFinish() else { throw CancellationError() }
+        return .data(data)
+    }
+
+    /// The data task's body continues in a new download task (disposition `.becomeDownload`).
+    func becomeDownload(_ body: ResponseBody, head: HTTPResponse) async throws -> TaskOutcome {
+        guard let dataTask = origin as? DataTask else { return try await collect(body, head: head) }
+        let download = try session.adoptDownload(from: dataTask, response: head)
+        active.withLock { $0 = download }
+        dataTask.publish(.becameDownload(download))
+        if dataTask.transferWillFinish() {
+            dataTask.transferDidFinish(error: nil, outcome: .becameDownload)
+        }
+        do {
+            guard head.isSuccess else { throw await statusError(head, body: body) }
+            let file = try PartialFile(in: configuration.downloadsDirectory)
+            do {
+                var writer = BodyWriter(
+                    file: file,
+                    task: download,
+                    offset: 0,
+                    skip: 0,
+                    limit: head.expectedContentLength,
+                    maximumFileSize: configuration.maximumFileSize
+                )
+                try await writer.write(body, checkpoint: nil)
+                try file.finish()
+            } catch {
+                file.discard()
+                throw error
+            }
+            guard download.transferWillFinish() else {
+                file.discard()
+                throw CancellationError()
+            }
+            let outcome = try await Self.deliver(file.url, head: head, task: download, delivery: .delegate)
+            download.transferDidFinish(error: nil, outcome: outcome)
+        } catch {
+            download.transferDidFinish(error: ferryError(from: error), outcome: nil)
+        }
+        return .becameDownload
+    }
+
+    /// The error for a status a download does not accept; the first 64 KiB of its body are
+    /// kept in the error, never written to a file.
+    func statusError(_ head: HTTPResponse, body: ResponseBody) async -> FerryError {
+        let prefix = try? await body.collect(upTo: 64 * 1024)
+        return FerryError(
+            .unacceptableStatusCode(head.statusCode),
+            "\(head.url.absoluteString): HTTP \(head.statusCode)\(head.reasonPhrase.isEmpty ? "" : " " + head.reasonPhrase)",
+            response: head,
+            responseBodyPrefix: prefix.map { Data($0.readableBytesView) }
+        )
+    }
+}

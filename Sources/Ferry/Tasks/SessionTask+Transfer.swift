@@ -1,0 +1,304 @@
+import Foundation
+import Synchronization
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// What the transfer (and the background link) use of a task: its activity, queued state,
+/// pause waiters, transactions, progress, events and completion, each member under the
+/// task's one lock.
+extension SessionTask {
+    // MARK: Used by the transfer
+
+    /// Waits while the task is suspended. Throws when the transfer is cancelled.
+    func waitWhilePaused() async throws {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let wait = storage.withLock { storage in
+                    guard storage.machine.state == .paused, !Task.isCancelled else { return false }
+                    storage.pauseWaiters.append(continuation)
+                    return true
+                }
+                if !wait { continuation.resume() }
+            }
+        } onCancel: {
+            let waiters = storage.withLock { storage in
+                defer { storage.pauseWaiters = [] }
+                return storage.pauseWaiters
+            }
+            for waiter in waiters { waiter.resume() }
+        }
+        try Task.checkCancellation()
+    }
+
+    /// Cancels the running transfer's Swift task without cancelling the task itself: the
+    /// transfer reports why (a timeout) and fails as it would after any error.
+    func interruptTransfer() {
+        storage.withLock { $0.transfer }?.cancel()
+    }
+
+    /// Takes over `other`'s running transfer, which has just received `response`.
+    func adoptTransfer(of other: SessionTask, response: HTTPResponse) -> Bool {
+        let handle = other.storage.withLock { $0.transfer }
+        return storage.withLock { storage in
+            guard storage.machine.adoptRunningTransfer() else { return false }
+            storage.transfer = handle
+            storage.startedAt = .now
+            storage.lastActivity = .now
+            publish(.resumed, in: &storage)
+            storage.response = response
+            storage.bytesExpectedToReceive = response.expectedBodyLength(forMethod: storage.currentRequest.method)
+            publish(.response(response), in: &storage)
+            return true
+        }
+    }
+
+    /// Records that bytes moved now (for the idle timeout).
+    func touch() { storage.withLock { $0.lastActivity = .now } }
+
+    /// Marks the task as waiting for (or holding) a connection slot; waiting is not idleness.
+    func setQueued(_ queued: Bool) {
+        storage.withLock { storage in
+            storage.queued = queued
+            storage.lastActivity = .now
+        }
+    }
+
+    /// When the idle and resource timeouts fall due; the idle one is `nil` while the task is
+    /// suspended or waits for a connection slot.
+    func timeoutDeadlines(
+        idle: Duration,
+        resource: Duration
+    ) -> (idle: ContinuousClock.Instant?, resource: ContinuousClock.Instant) {
+        storage.withLock { storage in
+            let started = storage.startedAt ?? .now
+            let idleDeadline = storage.machine.state == .paused || storage.queued ? nil : storage.lastActivity + idle
+            return (idleDeadline, started + resource)
+        }
+    }
+
+    func setCurrentRequest(_ request: URLRequest, redirectedBy response: HTTPResponse) {
+        storage.withLock { storage in
+            storage.currentRequest = request
+            publish(.willRedirect(response: response, newRequest: request), in: &storage)
+        }
+    }
+
+    /// The final response head arrived; `announce` publishes `.response` (a download that
+    /// asks again publishes only its first).
+    func didReceive(response: HTTPResponse, announce: Bool = true) {
+        storage.withLock { storage in
+            storage.response = response
+            storage.bytesExpectedToReceive = response.expectedBodyLength(forMethod: storage.currentRequest.method)
+            if announce { publish(.response(response), in: &storage) }
+        }
+    }
+
+    /// A download continues at `bytes` of a representation of `expected` bytes.
+    func setDownloadPosition(_ bytes: Int64, expected: Int64?) {
+        storage.withLock { storage in
+            storage.bytesReceived = bytes
+            storage.bytesExpectedToReceive = expected
+        }
+    }
+
+    /// For a background session's task: returns once the daemon has stored the task (from
+    /// then on it runs whatever happens to this process), or throws the error the task
+    /// completed with before that. Returns at once for other sessions' tasks.
+    ///
+    /// ```swift
+    /// let task = session.downloadTask(with: url)
+    /// task.resume()
+    /// try await task.waitUntilInDaemon()
+    /// exit(0)  // the download goes on in `ferry daemon`
+    /// ```
+    public func waitUntilInDaemon() async throws(FerryError) {
+        guard session?.background != nil else { return }
+        while backgroundID == nil {
+            if let error = storage.withLock({ $0.machine.publicState == .completed ? $0.error : nil }) { throw error }
+            if storage.withLock({ $0.machine.publicState == .completed }) { return }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    /// A background task's bytes as the daemon reports them.
+    func backgroundProgress(received: Int64, expected: Int64?) {
+        let delta: Int64 = storage.withLock { storage in
+            storage.bytesExpectedToReceive = expected ?? storage.bytesExpectedToReceive
+            return max(0, received - storage.bytesReceived)
+        }
+        if delta > 0 { didWrite(bytes: delta, publish: true, unpublished: delta) }
+    }
+
+    var backgroundID: Int64? {
+        get { storage.withLock { $0.backgroundID } }
+        set { storage.withLock { $0.backgroundID = newValue } }
+    }
+
+    /// Whether `cancel` was called (the transfer is stopping).
+    var isCanceling: Bool {
+        storage.withLock { if case .canceling = $0.machine.state { true } else { false } }
+    }
+
+    /// Whether the owner cancelled asking for resume data.
+    var producesResumeData: Bool { storage.withLock { $0.producesResumeData } }
+
+    /// Cancels, asking the transfer to keep its partial file and make resume data.
+    func cancelKeepingPartial() {
+        storage.withLock { $0.producesResumeData = true }
+        cancel()
+    }
+
+    /// Counts received body bytes; publishes `data` when somebody listens.
+    func didReceive(data buffer: UnsafeRawBufferPointer, publishData: Bool) {
+        storage.withLock { storage in
+            storage.bytesReceived += Int64(buffer.count)
+            storage.lastActivity = .now
+            if publishData && (hasListeners(storage) || session?.delegate != nil) {
+                publish(.data(Data(buffer)), in: &storage)
+            }
+        }
+    }
+
+    /// Counts bytes written to disk; publishes `wroteData` when `publish` is set (the
+    /// transfer coalesces these in time).
+    func didWrite(bytes: Int64, publish shouldPublish: Bool, unpublished: Int64) {
+        storage.withLock { storage in
+            storage.bytesReceived += bytes
+            storage.lastActivity = .now
+            if shouldPublish {
+                publish(
+                    .wroteData(
+                        bytesWritten: unpublished,
+                        totalBytesWritten: storage.bytesReceived,
+                        totalBytesExpectedToWrite: storage.bytesExpectedToReceive
+                    ),
+                    in: &storage
+                )
+            }
+        }
+    }
+
+    func didSend(bytes: Int64, publish shouldPublish: Bool, unpublished: Int64) {
+        storage.withLock { storage in
+            storage.bytesSent += bytes
+            storage.lastActivity = .now
+            if shouldPublish {
+                publish(
+                    .sentBodyData(
+                        bytesSent: unpublished,
+                        totalBytesSent: storage.bytesSent,
+                        totalBytesExpectedToSend: storage.bytesExpectedToSend
+                    ),
+                    in: &storage
+                )
+            }
+        }
+    }
+
+    func resetSentBytes() { storage.withLock { $0.bytesSent = 0 } }
+
+    func publish(_ event: TaskEvent) {
+        storage.withLock { publish(event, in: &$0) }
+    }
+
+    /// Publishes `event` and waits until the delegate has handled it (when there is one).
+    func publishAndWaitForDelegate(_ event: TaskEvent) async {
+        guard session?.delegate != nil else {
+            publish(event)
+            return
+        }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            storage.withLock { storage in
+                for subscriber in storage.subscribers.values { subscriber.yield(event) }
+                hub.publish(.task(self, event), done: continuation)
+            }
+        }
+    }
+
+    /// The transfer asks to commit to its outcome; `false` when a cancel came first.
+    func transferWillFinish() -> Bool { storage.withLock { $0.machine.transferWillFinish() } }
+
+    /// The transfer ended: completes the task unless it already completed.
+    func transferDidFinish(error: FerryError?, outcome: TaskOutcome?) {
+        let transferError = error
+        let waiters: Completion? = storage.withLock { storage in
+            guard case .complete(var error) = storage.machine.transferFinished(error: error) else { return nil }
+            // A cancel's reason wins, but the resume data the stopped transfer made survives.
+            if error != nil, error?.resumeData == nil { error?.resumeData = transferError?.resumeData }
+            if error == nil { storage.outcome = outcome }
+            return completeLocked(error: error, in: &storage)
+        }
+        if let waiters { didComplete(waiters: waiters) }
+    }
+
+    /// Waits for the completion and returns the error and outcome.
+    func completion() async -> (FerryError?, TaskOutcome?) {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let done = storage.withLock { storage in
+                if storage.machine.state == .completed { return true }
+                storage.completionWaiters.append(continuation)
+                return false
+            }
+            if done { continuation.resume() }
+        }
+        return storage.withLock { ($0.error, $0.outcome) }
+    }
+
+    func setCompletionHandler(_ handler: @escaping @Sendable (SessionTask, FerryError?) -> Void) {
+        storage.withLock { $0.completionHandler = handler }
+    }
+
+    var completionHandler: (@Sendable (SessionTask, FerryError?) -> Void)? {
+        storage.withLock { $0.completionHandler }
+    }
+
+    var outcome: TaskOutcome? { storage.withLock { $0.outcome } }
+
+    // MARK: Private
+
+    func hasListeners(_ storage: Storage) -> Bool {
+        !storage.subscribers.isEmpty || hub.hasSubscribers
+    }
+
+    func publish(_ event: TaskEvent, in storage: inout Storage) {
+        for subscriber in storage.subscribers.values { subscriber.yield(event) }
+        var needsDelivery = hub.hasDelegate
+        if !needsDelivery, case .completed = event { needsDelivery = storage.completionHandler != nil }
+        hub.publish(.task(self, event), deliver: needsDelivery)
+    }
+
+    /// What completing leaves to do outside the lock: wake waiters, end event streams
+    /// (`finish()` runs `onTermination`, which takes the lock).
+    struct Completion {
+        var waiters: [CheckedContinuation<Void, Never>]
+        var streams: [AsyncStream<TaskEvent>.Continuation]
+    }
+
+    func completeLocked(error: FerryError?, in storage: inout Storage) -> Completion {
+        storage.error = error
+        let end = Date()
+        let start = min(storage.resumedAt ?? end, end)
+        let metrics = TaskMetrics(
+            transactions: storage.transactions,
+            taskInterval: DateInterval(start: start, end: end)
+        )
+        storage.metrics = metrics
+        publish(.finishedCollectingMetrics(metrics), in: &storage)
+        publish(.completed(error), in: &storage)
+        let completion = Completion(waiters: storage.completionWaiters, streams: Array(storage.subscribers.values))
+        storage.subscribers = [:]
+        storage.completionWaiters = []
+        storage.transfer = nil
+        return completion
+    }
+
+    func didComplete(waiters completion: Completion) {
+        // Out of the session's list before anyone hears of the end: `allTasks` (URLSession's
+        // getAllTasks) never lists a task whose caller was told it finished.
+        session?.taskDidComplete(self)
+        for stream in completion.streams { stream.finish() }
+        for waiter in completion.waiters { waiter.resume() }
+    }
+}

@@ -1,0 +1,155 @@
+import ArgumentParser
+import Ferry
+import FerryBackground
+import Foundation
+import Logging
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Where the daemon is: shared by every daemon command.
+struct DaemonOptions: ParsableArguments {
+    @Option(
+        name: .customLong("socket"),
+        help: "The daemon's socket (default: FERRY_SOCKET, then $XDG_RUNTIME_DIR/ferry/daemon.sock)."
+    )
+    var socket: String?
+
+    @Option(
+        name: .customLong("state-dir"),
+        help: "The daemon's state directory (default: FERRY_STATE_DIR, then $XDG_STATE_HOME/ferry)."
+    )
+    var stateDirectory: String?
+
+    var locations: BackgroundLocations { BackgroundLocations(stateDirectory: stateDirectory, socket: socket) }
+    var client: BackgroundClient { BackgroundClient(socket: locations.socket) }
+}
+
+/// `ferry daemon`: runs the background daemon in the foreground.
+struct DaemonCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "daemon",
+        abstract: "Run the background daemon (in the foreground, for service managers and tests).",
+        discussion: """
+            One daemon per state directory: it owns the downloads added with `ferry add` and by \
+            background sessions, keeps them in SQLite (ferry.sqlite, WAL) and continues them from \
+            their last checkpoint after any crash. It answers on a Unix socket only its user can \
+            open. SIGTERM or SIGINT stops it; unfinished downloads continue at the next start.
+            """
+    )
+
+    @OptionGroup var daemon: DaemonOptions
+
+    @Option(name: .customLong("allow"), help: "Also allow finished files under this directory (repeatable).")
+    var allowed: [String] = []
+
+    @Option(name: .customLong("max-transfers"), help: "Transfers at once, all hosts together.")
+    var globalLimit = 8
+
+    @Option(name: .customLong("max-per-host"), help: "Transfers at once per host.")
+    var perHostLimit = 4
+
+    @Option(
+        name: .customLong("keep-days"),
+        help: "Days a finished task is kept (then ferry ls --all no longer shows it)."
+    )
+    var keepDays = 7.0
+
+    @Option(name: .customLong("keep-finished"), help: "Finished tasks kept at most; the oldest go first.")
+    var keepFinished = 1000
+
+    @Option(
+        name: .customLong("log-level"),
+        help:
+            "What the log on standard error says: trace, debug (request heads, resume decisions), info (each task's start, resume and end), notice, warning, error, critical."
+    )
+    var logLevel = "info"
+
+    func validate() throws {
+        if Logger.Level(rawValue: logLevel) == nil {
+            throw ValidationError("--log-level takes trace, debug, info, notice, warning, error or critical.")
+        }
+    }
+
+    func run() async throws {
+        let locations = daemon.locations
+        do {
+            try FileManager.default.createDirectory(
+                at: locations.stateDirectory,
+                withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700]
+            )
+            guard let lock = try ProcessClaim(file: locations.stateDirectory.appendingPathComponent("daemon.lock"))
+            else {
+                throw FerryError(
+                    .unsupportedConfiguration,
+                    "A daemon already runs for \(locations.stateDirectory.path)."
+                )
+            }
+            var options = BackgroundDaemon.Options(stateDirectory: locations.stateDirectory)
+            options.globalLimit = max(1, globalLimit)
+            options.perHostLimit = max(1, perHostLimit)
+            var allowedDirectories = [
+                FileManager.default.homeDirectoryForCurrentUser, locations.stateDirectory,
+                FileManager.default.temporaryDirectory, URL(fileURLWithPath: "/tmp"),
+            ]
+            allowedDirectories += allowed.map { URL(fileURLWithPath: $0, isDirectory: true) }
+            options.allowedDirectories = allowedDirectories
+            options.retention.maximumAge = max(0, keepDays) * 86_400
+            options.retention.maximumFinishedTasks = max(0, keepFinished)
+            var logger = Logger(label: "ferry.daemon") { label in StreamLogHandler.standardError(label: label) }
+            logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
+            options.logger = logger
+            let service = try BackgroundDaemon(options: options)
+            // SIGTERM and SIGINT stop it cleanly from the moment it can answer.
+            let shutdown = ShutdownLatch()
+            let stop = [SIGTERM, SIGINT].map { number in
+                signal(number, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+                source.setEventHandler { shutdown.request() }
+                source.resume()
+                return source
+            }
+            let server = try await BackgroundServer.start(
+                daemon: service,
+                socket: locations.socket,
+                allowedDirectories: allowedDirectories
+            )
+            shutdown.attach(server)
+            logger.notice("listening on \(server.socketPath) (state in \(locations.stateDirectory.path))")
+            // Transfers start once the daemon answers.
+            try await service.start()
+            await server.run()
+            logger.notice("stopped")
+            for source in stop { source.cancel() }
+            withExtendedLifetime(lock) {}
+        } catch {
+            ExitStatus.exit(with: error)
+        }
+    }
+}
+
+/// A stop asked for by a signal, before or after the server it stops exists.
+final class ShutdownLatch: Sendable {
+    private let state = Mutex<(requested: Bool, server: BackgroundServer?)>((false, nil))
+
+    func request() {
+        let server = state.withLock { state in
+            state.requested = true
+            return state.server
+        }
+        if let server { Task { await server.close() } }
+    }
+
+    func attach(_ server: BackgroundServer) {
+        let requested = state.withLock { state in
+            state.server = server
+            return state.requested
+        }
+        if requested { Task { await server.close() } }
+    }
+}
