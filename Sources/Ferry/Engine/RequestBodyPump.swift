@@ -10,17 +10,18 @@ import Synchronization
 /// that ends with the connection while the request body is still open as
 /// `remoteConnectionClosed`, even when the response is complete. A body of known length must
 /// therefore send its end right after its last chunk, with no round trip between them: the
-/// pump calls the writer for the last chunk and completes the body at once, without waiting
-/// for back-pressure, so AsyncHTTPClient queues the end on the event loop directly behind the
-/// last bytes. Earlier chunks wait for the writer's future (the connection's back-pressure),
-/// so at most about one chunk is in flight beyond the socket's buffer.
+/// pump completes the body in the last write's completion callback, which runs on the event
+/// loop in the same turn as the write, so no response or close can be handled in between.
+/// Earlier chunks wait for the writer's future (the connection's back-pressure), so at most
+/// about one chunk is in flight beyond the socket's buffer.
 ///
 /// A body of unknown length is sent chunked: its end is the terminating chunk, which the
 /// server needs before it can answer, so there is no race to avoid there.
 ///
 /// A server that answers 300 or more before it has the whole body (413, 401) makes
 /// AsyncHTTPClient stop taking the body: ``hold()`` then keeps the pump from writing or
-/// ending it (an end after that fails the request with a length mismatch) until ``stop()``.
+/// ending it (an end after that fails the request with a length mismatch) until ``stop()``;
+/// a last chunk the client refused for that reason is not followed by an end either.
 ///
 /// Lifecycle: ``start(_:length:writer:on:)`` once, from the stream closure of the request
 /// body; ``hold()`` on an early answer; ``stop()`` when the response is over (or abandoned):
@@ -31,6 +32,9 @@ final class RequestBodyPump: Sendable {
         var task: Task<Void, Never>?
         var stopped = false
         var held = false
+        /// The body's end, kept back because its last chunk was refused (an early answer):
+        /// failed at ``stop()``.
+        var withheldEnd: (promise: EventLoopPromise<Void>, error: any Error)?
     }
 
     private let state = Mutex(State())
@@ -52,8 +56,21 @@ final class RequestBodyPump: Sendable {
                     try await waitWhileHeld()
                     sent += Int64(chunk.readableBytes)
                     let written = writer.write(.byteBuffer(chunk))
-                    // The last byte is handed over: end the body now (see the type's comment).
-                    if let length, sent >= length { break }
+                    if let length, sent >= length {
+                        // The last byte is handed over: the end follows it on the event loop,
+                        // in the same turn as the write completes (no round trip through this
+                        // task, see the type's comment). A last chunk the client refused (an
+                        // answer of 300 or more came first, so it stopped taking the body)
+                        // must not be followed by an end, which it would count as a length
+                        // mismatch: that end waits for ``stop()``.
+                        written.whenComplete { result in
+                            switch result {
+                            case .success: done.succeed()
+                            case .failure(let error): self.withhold(done, error: error)
+                            }
+                        }
+                        return
+                    }
                     try await wait(for: written)
                 }
                 try await waitWhileHeld()
@@ -68,6 +85,15 @@ final class RequestBodyPump: Sendable {
         }
         if stopped { task.cancel() }
         return done.futureResult
+    }
+
+    /// Keeps the body's end back until ``stop()``.
+    private func withhold(_ end: EventLoopPromise<Void>, error: any Error) {
+        let stopped = state.withLock { state in
+            if !state.stopped { state.withheldEnd = (end, error) }
+            return state.stopped
+        }
+        if stopped { end.fail(error) }
     }
 
     /// An early answer came: write and end nothing more until ``stop()``.
@@ -87,13 +113,17 @@ final class RequestBodyPump: Sendable {
 
     /// The response is over: stop waiting for the writer and reading the body.
     func stop() {
-        let (waiter, task) = state.withLock { state in
+        let (waiter, task, withheld) = state.withLock { state in
             state.stopped = true
-            defer { state.waiter = nil }
-            return (state.waiter, state.task)
+            defer {
+                state.waiter = nil
+                state.withheldEnd = nil
+            }
+            return (state.waiter, state.task, state.withheldEnd)
         }
         task?.cancel()
         waiter?.resume(throwing: CancellationError())
+        if let withheld { withheld.promise.fail(withheld.error) }
     }
 
     /// Waits for `future`, or until ``stop()``.
