@@ -143,9 +143,7 @@ struct DaemonTests {
     @Test func killNineTwentyTimesOverOneDownloadLosesNothing() async throws {
         try await withServer { server in
             let daemon = try DaemonProcess()
-            // About 15 s of dripping: twenty kills of 0.3–1.2 s each come (mostly) before the
-            // end, however fast this machine, so at least five restarts continue a
-            // checkpoint.
+            // About 16 s of dripping, so that most of the twenty kills come before the end.
             let size: Int64 = 20 << 20
             let path = "/bytes/\(size)?drip=65536&interval=50"
             let output = daemon.directory.appendingPathComponent("big.bin")
@@ -153,9 +151,20 @@ struct DaemonTests {
             let id = try await daemon.client.add(.init(url: server.url(path).absoluteString, destination: output.path))
                 .id
             let taskID = try #require(id)
+            // The kills start once a first checkpoint exists: before it, a restart starts over,
+            // and rounds shorter than the checkpoint interval (the daemon answers before its
+            // transfers start, and a loaded machine starts it slowly) could keep it from ever
+            // writing one.
+            for _ in 0..<1000 {
+                let stored =
+                    try BackgroundStore(directory: daemon.state)
+                    .resumeData(for: BackgroundTaskRecord.resumeKey(for: taskID))?.bytesOnDisk ?? 0
+                if stored > 0 { break }
+                try await Task.sleep(for: .milliseconds(20))
+            }
             var checkedRestarts = 0
             for round in 0..<20 {
-                try await Task.sleep(for: .milliseconds(Int.random(in: 300...1200)))
+                try await Task.sleep(for: .milliseconds(Int.random(in: 300...1500)))
                 DaemonProcess.killNine(pid)
                 let store = try BackgroundStore(directory: daemon.state)
                 let checkpoint = store.resumeData(for: BackgroundTaskRecord.resumeKey(for: taskID))?.bytesOnDisk ?? 0
