@@ -37,21 +37,25 @@ struct ResumeEdgeTests {
             let session = try makeSession()
             let target = try makeTemporaryDirectory().appendingPathComponent("shared.bin")
             let first = session.downloadTask(
-                with: server.url("/bytes/100000?seed=1&drip=20000&interval=50"),
+                with: server.url("/bytes/2000000?seed=1&drip=20000&interval=50"),
                 to: .file(target)
             )
             let firstEvents = first.events
             first.resume()
             var iterator = firstEvents.makeAsyncIterator()
             while let event = await iterator.next() { if case .response = event { break } }
+            // Suspended (its 2 MB drip for 5 s), the first still holds the destination, however
+            // slowly this machine runs the second (with 100 kB it finished first under load).
+            first.suspend()
             await #expect {
                 try await session.download(from: server.url("/bytes/100000?seed=2"), to: .file(target))
             } throws: { error in
                 (error as? FerryError)?.reason == .destinationInUse
             }
+            first.resume()
             while await iterator.next() != nil {}
             #expect(first.error == nil)
-            #expect(try Data(contentsOf: target) == TestContent.data(size: 100_000, seed: 1))
+            #expect(try Data(contentsOf: target) == TestContent.data(size: 2_000_000, seed: 1))
             // Released: the destination can be downloaded again, and no lock file is left.
             _ = try await session.download(from: server.url("/bytes/10"), to: .file(target))
             #expect(files(in: target.deletingLastPathComponent()) == ["shared.bin"])
