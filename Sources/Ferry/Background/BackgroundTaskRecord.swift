@@ -99,7 +99,7 @@ extension BackgroundTaskRecord {
     /// Header fields whose values are credentials: never shown, never sent back by the API.
     static func isSecret(_ name: String) -> Bool {
         let name = name.lowercased()
-        return ["authorization", "proxy-authorization", "cookie", "x-api-key"].contains(name)
+        return HeaderFields.credentialNames.contains(name) || name == "x-api-key"
             || name.contains("token") || name.contains("secret") || name.contains("password")
     }
 

@@ -41,7 +41,8 @@ extension Transfer {
 /// Request and response heads as text (`GET /path HTTP/1.1`, fields one a line), with the
 /// values of credential fields replaced by `<redacted>`.
 enum HeadText {
-    static let secretFields: Set<String> = ["authorization", "proxy-authorization", "cookie", "set-cookie"]
+    /// The credential fields, and the cookies a response sets.
+    static let secretFields = HeaderFields.credentialNames.union(["set-cookie"])
 
     static func request(_ request: URLRequest) -> String {
         var lines: [String] = []

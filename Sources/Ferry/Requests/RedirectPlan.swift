@@ -21,7 +21,7 @@ enum RedirectPlan: Equatable {
     case fail(FerryError)
 
     static let redirectStatuses: Set<Int> = [301, 302, 303, 307, 308]
-    static let credentialHeaders = ["Authorization", "Proxy-Authorization", "Cookie"]
+    static let credentialHeaders = HeaderFields.credentialNames
     static let bodyHeaders = ["Content-Type", "Content-Length", "Content-Encoding", "Transfer-Encoding"]
 
     /// `request` sent to `url` instead, as a redirect would carry it there: without its

@@ -70,3 +70,9 @@ public struct HeaderFields: Sendable, Equatable, Sequence, ExpressibleByDictiona
             }
     }
 }
+
+extension HeaderFields {
+    /// The request fields that carry credentials (lower-case): never sent to another origin
+    /// after a redirect, never stored in resume data, never shown in a log or a listing.
+    static let credentialNames: Set<String> = ["authorization", "proxy-authorization", "cookie"]
+}

@@ -40,7 +40,7 @@ public struct ResumeData: Codable, Sendable, Equatable {
     /// When this resume data was made.
     public var createdAt: Date
 
-    static let credentialHeaders: Set<String> = ["authorization", "proxy-authorization", "cookie"]
+    static let credentialHeaders = HeaderFields.credentialNames
 
     init(
         originalURL: URL,
