@@ -62,6 +62,30 @@ struct DaemonProcess {
     }
 }
 
+extension DaemonProcess {
+    /// A new daemon (with `options`), started; the caller stops it with `killNine`.
+    static func started(_ options: [String] = []) async throws -> (DaemonProcess, pid_t) {
+        let daemon = try DaemonProcess()
+        return (daemon, try await daemon.start(options))
+    }
+
+    /// `ferry add` with `arguments`; the new task's id.
+    func add(_ arguments: [String]) async throws -> Int64 {
+        let added = try await ferry(["add"] + arguments)
+        return try #require(
+            Int64(added.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)),
+            "\(added.stderrText)"
+        )
+    }
+
+    /// Returns once task `id` has received `bytes` (polled; a loaded machine starts late).
+    func waitUntil(_ id: Int64, received bytes: Int64) async throws {
+        for _ in 0..<1000 where try await client.task(id).bytesReceived < bytes {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+}
+
 /// Polls the daemon until task `id` is in a final state (or 60 s pass).
 func finalState(of id: Int64, _ client: BackgroundClient) async throws -> BackgroundTaskRecord {
     for _ in 0..<1200 {
@@ -98,13 +122,7 @@ struct DaemonTests {
             // which is not held up.)
             let slow = server.url("/bytes/2000000?drip=16384&interval=40&stall-at=1000000").absoluteString
             let slowFile = daemon.directory.appendingPathComponent("slow.bin")
-            let slowID = try #require(
-                Int64(
-                    try await daemon.ferry(["add", slow, "-o", slowFile.path]).stdoutText.trimmingCharacters(
-                        in: .whitespacesAndNewlines
-                    )
-                )
-            )
+            let slowID = try await daemon.add([slow, "-o", slowFile.path])
             // Paused once some of it arrived (polled: a loaded machine starts it later).
             for _ in 0..<500 where try await daemon.client.task(slowID).bytesReceived == 0 {
                 try await Task.sleep(for: .milliseconds(20))
@@ -125,13 +143,7 @@ struct DaemonTests {
 
             // Cancelled: no file, a non-zero wait.
             let doomedFile = daemon.directory.appendingPathComponent("doomed.bin")
-            let doomed = try #require(
-                Int64(
-                    try await daemon.ferry(["add", slow, "-o", doomedFile.path]).stdoutText.trimmingCharacters(
-                        in: .whitespacesAndNewlines
-                    )
-                )
-            )
+            let doomed = try await daemon.add([slow, "-o", doomedFile.path])
             try await Task.sleep(for: .milliseconds(300))
             #expect(try await daemon.ferry(["cancel", "\(doomed)"]).status == 0)
             #expect(try await daemon.ferry(["wait", "-q", "\(doomed)"]).status != 0)
@@ -337,8 +349,7 @@ struct DaemonTests {
             var pid = try await daemon.start(log: "first")
             let output = daemon.directory.appendingPathComponent("logged.bin")
             let url = server.url("/bytes/3000000?drip=65536&interval=50").absoluteString
-            let added = try await daemon.ferry(["add", url, "-o", output.path])
-            let id = try #require(Int64(added.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)))
+            let id = try await daemon.add([url, "-o", output.path])
             let key = BackgroundTaskRecord.resumeKey(for: id)
             var checkpoint: Int64 = 0
             for _ in 0..<1000 where checkpoint == 0 {

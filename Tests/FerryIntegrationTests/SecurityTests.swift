@@ -696,30 +696,6 @@ struct SecurityTests {
     }
 }
 
-extension DaemonProcess {
-    /// A new daemon (with `options`), started; the caller stops it with `killNine`.
-    static func started(_ options: [String] = []) async throws -> (DaemonProcess, pid_t) {
-        let daemon = try DaemonProcess()
-        return (daemon, try await daemon.start(options))
-    }
-
-    /// `ferry add` with `arguments`; the new task's id.
-    func add(_ arguments: [String]) async throws -> Int64 {
-        let added = try await ferry(["add"] + arguments)
-        return try #require(
-            Int64(added.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)),
-            "\(added.stderrText)"
-        )
-    }
-
-    /// Returns once task `id` has received `bytes` (polled; a loaded machine starts late).
-    func waitUntil(_ id: Int64, received bytes: Int64) async throws {
-        for _ in 0..<1000 where try await client.task(id).bytesReceived < bytes {
-            try await Task.sleep(for: .milliseconds(10))
-        }
-    }
-}
-
 /// Another process holding the daemon store's write lock (an exclusive SQLite
 /// transaction) until ``release()``.
 private struct StoreLock {
