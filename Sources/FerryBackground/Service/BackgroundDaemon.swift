@@ -276,7 +276,6 @@ package actor BackgroundDaemon {
         while true {
             do {
                 try recordEnd(id, transfer: transfer, reason: reason)
-                logEnd(id, transfer: transfer, reason: reason)
                 unrecorded[id] = nil
                 try? prune()
                 break
@@ -298,41 +297,33 @@ package actor BackgroundDaemon {
         try? schedule()
     }
 
-    private func logEnd(_ id: Int64, transfer: SessionTask, reason: BackgroundTaskRecord.State?) {
-        if let error = transfer.error {
-            switch reason {
-            case .paused?: logger.info("task \(id) paused at byte \(transfer.countOfBytesReceived)")
-            case .canceled?: logger.info("task \(id) canceled")
-            default: logger.warning("task \(id) failed: \(error)")
-            }
-        } else if transfer is DataTask {
-            logger.info("task \(id) completed: \(transfer.countOfBytesSent) bytes sent")
-        } else {
-            let file = (transfer as? DownloadTask)?.fileURL?.path ?? ""
-            logger.info("task \(id) completed: \(transfer.countOfBytesReceived) bytes → \(file)")
-        }
-    }
-
-    /// Writes the end of task `id` (as `transfer` ended, stopped for `reason`) to the store.
+    /// Writes the end of task `id` (as `transfer` ended, stopped for `reason`) to the store,
+    /// then says it in the log.
     private func recordEnd(_ id: Int64, transfer: SessionTask, reason: BackgroundTaskRecord.State?) throws {
         if let error = transfer.error {
             switch reason {
             case .paused?:
                 try store.update(id) { $0.state = .paused }
+                logger.info("task \(id) paused at byte \(transfer.countOfBytesReceived)")
             case .canceled?:
                 try store.finish(id, as: .canceled, detail: nil)
+                logger.info("task \(id) canceled")
             default:
                 try store.finish(id, as: .failed, detail: error.description)
+                logger.warning("task \(id) failed: \(error)")
             }
         } else if let upload = transfer as? DataTask {
             try finishUpload(id, upload)
+            logger.info("task \(id) completed: \(transfer.countOfBytesSent) bytes sent")
         } else {
             let received = transfer.countOfBytesReceived
             try store.update(id) {
                 $0.bytesReceived = max($0.bytesReceived, received)
                 $0.bytesExpected = $0.bytesExpected ?? received
             }
-            try store.finish(id, as: .completed, detail: (transfer as? DownloadTask)?.fileURL?.path)
+            let file = (transfer as? DownloadTask)?.fileURL?.path
+            try store.finish(id, as: .completed, detail: file)
+            logger.info("task \(id) completed: \(received) bytes → \(file ?? "")")
         }
     }
 
