@@ -103,20 +103,19 @@ final class Nginx {
     }()
 
     private static func canBind(_ port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(port).bigEndian
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-            }
-        }
+        withLoopbackSocket(port: port) { bind($0, $1, $2) == 0 }
     }
 
     static func accepts(port: Int) -> Bool {
+        withLoopbackSocket(port: port) { connect($0, $1, $2) == 0 }
+    }
+
+    /// Runs `call` (bind or connect) with a new TCP socket and 127.0.0.1:`port`; closes the
+    /// socket afterwards.
+    private static func withLoopbackSocket(
+        port: Int,
+        _ call: (Int32, UnsafePointer<sockaddr>, socklen_t) -> Bool
+    ) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
         var address = sockaddr_in()
@@ -125,7 +124,7 @@ final class Nginx {
         address.sin_port = UInt16(port).bigEndian
         return withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+                call(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
             }
         }
     }
