@@ -87,4 +87,40 @@ struct SchedulingTests {
             #expect(server.connectionStats.peak == 1)
         }
     }
+
+    /// Issue 14.4: a task asleep before a retry holds no slot. With a limit of one, a
+    /// download told by the server to come back in an hour must not keep another task to the
+    /// same host from running meanwhile.
+    @Test func aTaskSleepingBeforeARetryHoldsNoSlot() async throws {
+        try await withServer { server in
+            let session = try makeSession { $0.httpMaximumConnectionsPerHost = 1 }
+            let directory = try makeTemporaryDirectory()
+            let sleeper = session.downloadTask(
+                with: server.url("/bytes/1000?fail-first=1&retry-after=3600"),
+                to: .file(directory.appendingPathComponent("later.bin"))
+            )
+            sleeper.retryPolicy = RetryPolicy(maximumRetries: 1, maximumRetryAfter: 3600)
+            let events = sleeper.events
+            sleeper.resume()
+            for await event in events {
+                if case .willRetry = event { break }
+            }
+            // The bound only turns a hang into a failure; the other task needs milliseconds.
+            let other: Data? = try await withThrowingTaskGroup(of: Data?.self) { group in
+                group.addTask { try await session.data(from: server.url("/bytes/10")).0 }
+                group.addTask {
+                    try await Task.sleep(for: .seconds(120))
+                    return nil
+                }
+                defer { group.cancelAll() }
+                return try await group.next() ?? nil
+            }
+            #expect(other == TestContent.data(size: 10, seed: 0), "the other task never got the slot")
+            #expect(sleeper.state == .running)
+            let ending = sleeper.events
+            sleeper.cancel()
+            let end = await collectEvents(ending).last?.completionError ?? nil
+            #expect(end?.reason == .cancelled)
+        }
+    }
 }

@@ -67,7 +67,8 @@ struct SecurityTests {
         try await withServer { server in
             let address = "https://me:secret@127.0.0.1:\(proxy.port)"
             var configuration = SessionConfiguration.default
-            configuration.proxy = try #require(Proxy(address: address))
+            let parsed: Proxy = try #require(Proxy(address: address))
+            configuration.proxy = parsed
             let refused: FerryError? = await {
                 do {
                     let session = try Session(configuration: configuration)

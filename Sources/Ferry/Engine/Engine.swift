@@ -24,10 +24,9 @@ final class Engine: Sendable {
         var proxied: Bool
         var decompressing: Bool
     }
+    /// The per-host limit: transfers hold its slots through a ``HostLimiter/Lease``, from
+    /// before they open files until they end, released while they sleep before a retry.
     let limiter: HostLimiter
-    /// Transfers running per origin of their original request, at most the per-host limit:
-    /// the rest wait before they start (see `Transfer.run`).
-    let admission: HostLimiter
     let watchdog: Watchdog
     /// Trust and identity for https (pinned hosts get their own configuration per request).
     let tls: ResolvedTLS
@@ -75,7 +74,6 @@ final class Engine: Sendable {
         self.clients = clients
         self.direct = direct
         limiter = HostLimiter(limit: configuration.httpMaximumConnectionsPerHost)
-        admission = HostLimiter(limit: configuration.httpMaximumConnectionsPerHost)
         watchdog = Watchdog(
             idle: configuration.timeoutIntervalForRequest,
             resource: configuration.timeoutIntervalForResource
@@ -156,13 +154,5 @@ final class Engine: Sendable {
     func shutdown() async {
         for client in clients.values { try? await client.shutdown() }
         await bridge?.shutdown()
-    }
-
-    /// Runs `body` while holding one of the origin's connection slots.
-    func withSlot<Result: Sendable>(
-        for origin: Origin,
-        _ body: () async throws -> Result
-    ) async throws -> Result {
-        try await limiter.withSlot(for: origin, body)
     }
 }

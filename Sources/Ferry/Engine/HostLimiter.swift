@@ -3,7 +3,10 @@ import Synchronization
 /// Enforces ``SessionConfiguration/httpMaximumConnectionsPerHost`` for one session.
 ///
 /// Owns a ``HostScheduler`` behind a lock and parks waiting tasks on continuations. Safe to
-/// call from any thread; `acquire` honours task cancellation by leaving the queue.
+/// call from any thread; `acquire` honours task cancellation by leaving the queue. Each
+/// transfer holds its slots through a ``Lease``; this is the session's only per-host limit
+/// (AsyncHTTPClient's pool is given the same number, so it opens the connections the
+/// limiter lets through).
 final class HostLimiter: Sendable {
     private struct State {
         var scheduler: HostScheduler
@@ -39,12 +42,6 @@ final class HostLimiter: Sendable {
         }
     }
 
-    /// Waits for a slot for `origin`. Throws `CancellationError` if the calling task is
-    /// cancelled while waiting; then no slot is held.
-    func acquire(for origin: Origin) async throws {
-        try await acquire(reserve(for: origin))
-    }
-
     /// Waits until `reservation` holds its slot. Throws `CancellationError` if the calling
     /// task is cancelled while waiting; then no slot is held.
     func acquire(_ reservation: Reservation) async throws {
@@ -77,30 +74,20 @@ final class HostLimiter: Sendable {
         }
     }
 
-    /// Runs `body` while holding one of `origin`'s slots; the slot is given back however
-    /// `body` ends.
-    func withSlot<Result: Sendable>(
-        for origin: Origin,
-        _ body: () async throws -> Result
-    ) async throws -> Result {
-        try await withSlot(reserve(for: origin), body)
-    }
-
-    /// Runs `body` once `reservation` holds its slot, then gives the slot back.
-    func withSlot<Result: Sendable>(
-        _ reservation: Reservation,
-        _ body: () async throws -> Result
-    ) async throws -> Result {
-        let origin = reservation.origin
-        try await acquire(reservation)
-        do {
-            let result = try await body()
-            release(for: origin)
-            return result
-        } catch {
-            release(for: origin)
-            throw error
+    /// Gives up a place that will never be waited on: leaves the queue, or gives back the
+    /// slot the place already holds.
+    func giveUp(_ reservation: Reservation) {
+        guard let ticket = reservation.ticket else {
+            release(for: reservation.origin)
+            return
         }
+        let holdsSlot = state.withLock { state in
+            switch state.scheduler.abandon(ticket, for: reservation.origin) {
+            case .removed: return false
+            case .notWaiting: return state.grantedBeforeParking.remove(ticket) != nil
+            }
+        }
+        if holdsSlot { release(for: reservation.origin) }
     }
 
     /// Gives the slot back, waking the next waiter for `origin` if there is one.

@@ -58,7 +58,6 @@ extension Transfer {
             let currentBody = hops.body
             let challengesAnswered = hops.challengesAnswered
             let redirects = hops.redirects
-            origin.setQueued(true)
             var responded = false
             var transaction = TransactionMetrics(
                 request: currentRequest,
@@ -74,8 +73,7 @@ extension Transfer {
             }
             let step: SendStep<Result>
             do {
-                step = try await engine.withSlot(for: Origin(url)) {
-                    self.origin.setQueued(false)
+                step = try await lease.holding(Origin(url)) {
                     origin.touch()
                     transaction.requestStartDate = Date()
                     sentRequest.withLock { $0 = currentRequest }
@@ -125,7 +123,11 @@ extension Transfer {
                 // A request that failed before any response: the interceptor may send it again.
                 let failure = ferryError(from: error)
                 guard let interceptor, !responded, failure.reason != .cancelled, !Task.isCancelled,
-                    currentBody?.isReplayable ?? true,
+                    currentBody?.isReplayable ?? true
+                else { throw error }
+                // Not holding a slot while the interceptor decides and the retry waits.
+                lease.release()
+                guard
                     try await prepareRetry(
                         await interceptor.retry(
                             currentRequest,
@@ -152,6 +154,8 @@ extension Transfer {
                 logger.debug("answering an authentication challenge", metadata: ["url": "\(url.absoluteString)"])
                 hops.answerChallenge(with: retry)
             case .intercept(let head, let buffered):
+                // A token refresh may need a connection to this very host.
+                lease.release()
                 let decision = await interceptor?.retry(
                     currentRequest,
                     for: session,
@@ -202,7 +206,7 @@ extension Transfer {
             origin.setCurrentRequest(next.request, redirectedBy: head)
             return .redirect(next.request, keepsBody: next.keepsBody)
         }
-        // The interceptor is asked outside the connection slot (a token refresh may need a
+        // The interceptor is asked without the connection slot (a token refresh may need a
         // connection to this very host), so the body is read first.
         if configuration.interceptor != nil, head.statusCode >= 400, requestBody?.isReplayable ?? true {
             return .intercept(head, try await bufferWhole(body, head: head))

@@ -33,8 +33,9 @@ final class Transfer: Sendable {
     /// ``SessionConfiguration/logger``, with the task's identifier.
     let logger: Logger
 
-    /// The task's place in its origin's admission queue, taken when it was resumed.
-    private let admission: HostLimiter.Reservation?
+    /// The transfer's slot in the per-host limit: first for the origin of the original
+    /// request (its place in the queue taken when the task was resumed), then for each hop's.
+    let lease: HostLimiter.Lease
     /// A download written in order (not stored for resuming) is decoded as a data task's
     /// body is; other downloads keep the bytes as sent.
     let decodesDownload = Atomic(false)
@@ -43,7 +44,9 @@ final class Transfer: Sendable {
         self.session = session
         self.origin = task
         self.active = Mutex(task)
-        self.admission = admission
+        self.lease = HostLimiter.Lease(session.engine.limiter, reservation: admission) { queued in
+            task.setQueued(queued)
+        }
         var logger = session.configuration.logger
         logger[metadataKey: "ferry-task"] = "\(task.taskIdentifier)"
         self.logger = logger
@@ -75,17 +78,15 @@ final class Transfer: Sendable {
         origin.transferDidFinish(error: failure, outcome: outcome)
     }
 
-    /// Runs `work` once the task is admitted: a task queued behind the per-host limit waits
-    /// here, before it opens files or builds the deep frames of a transfer, so a thousand
-    /// queued tasks cost little memory and no descriptors. (Each request still takes a
-    /// connection slot.)
+    /// Runs `work` once the task holds a slot for the origin of its original request: a task
+    /// queued behind the per-host limit waits here, before it opens files or builds the deep
+    /// frames of a transfer, so a thousand queued tasks cost little memory and no
+    /// descriptors. The slot (or whichever the transfer holds by then) is given back however
+    /// `work` ends.
     private func admitted(_ work: () async throws -> TaskOutcome) async throws -> TaskOutcome {
-        guard let url = origin.originalRequest.url else { return try await work() }
-        origin.setQueued(true)
-        return try await engine.admission.withSlot(admission ?? engine.admission.reserve(for: Origin(url))) {
-            origin.setQueued(false)
-            return try await work()
-        }
+        defer { lease.release() }
+        if let url = origin.originalRequest.url { try await lease.hold(Origin(url)) }
+        return try await work()
     }
 
     // MARK: Timeouts

@@ -246,7 +246,7 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
                 } else {
                     // The place in the per-host queue is taken now, so tasks resumed one after
                     // another start in that order (their Swift tasks may run in any order).
-                    let admission = originalRequest.url.map { session.engine.admission.reserve(for: Origin($0)) }
+                    let admission = originalRequest.url.map { session.engine.limiter.reserve(for: Origin($0)) }
                     storage.transfer = Task {
                         await Transfer(task: self, session: session, admission: admission).run()
                     }

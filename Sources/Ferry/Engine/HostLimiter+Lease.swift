@@ -1,0 +1,87 @@
+import Synchronization
+
+extension HostLimiter {
+    /// One transfer's hold on the session's per-host scheduler: at most one slot at a time,
+    /// for the origin of the hop being sent.
+    ///
+    /// The transfer takes its first slot before it opens files (``hold(_:)`` with the origin
+    /// of its original request, whose place in the queue was reserved when the task was
+    /// resumed), keeps it while it sends to that origin, trades it for another origin's slot
+    /// when a redirect leads there, and gives it back (``release()``) while it sleeps before a
+    /// retry or waits for an interceptor, so a task that is not using a connection never keeps
+    /// another from starting. Holding one slot at most also means two transfers can never
+    /// wait for each other's slots.
+    ///
+    /// One transfer uses its lease from one Swift task at a time; ``release()`` may also be
+    /// called when the transfer ends, from any thread.
+    final class Lease: Sendable {
+        private let limiter: HostLimiter
+        private struct State {
+            /// The place reserved when the task was resumed, until the first ``hold(_:)``.
+            var reservation: Reservation?
+            var held: Origin?
+        }
+        private let state: Mutex<State>
+        /// Told `true` while the transfer waits for a slot, `false` once it has one.
+        private let queued: @Sendable (Bool) -> Void
+
+        init(_ limiter: HostLimiter, reservation: Reservation?, queued: @escaping @Sendable (Bool) -> Void) {
+            self.limiter = limiter
+            self.state = Mutex(State(reservation: reservation))
+            self.queued = queued
+        }
+
+        /// The origin whose slot is held, if any.
+        var origin: Origin? { state.withLock { $0.held } }
+
+        /// Waits until the lease holds one of `origin`'s slots, giving back a slot it holds
+        /// for another origin first. Throws `CancellationError` if the calling task is
+        /// cancelled while waiting; then no slot is held.
+        func hold(_ origin: Origin) async throws {
+            let (reservation, previous) = state.withLock { state -> (Reservation?, Origin?) in
+                if state.held == origin { return (nil, origin) }
+                defer {
+                    state.reservation = nil
+                    state.held = nil
+                }
+                return (state.reservation, state.held)
+            }
+            if previous == origin { return }
+            if let previous { limiter.release(for: previous) }
+            // The reserved place counts only for the origin it was taken for.
+            let place: Reservation
+            if let reservation, reservation.origin == origin {
+                place = reservation
+            } else {
+                if let reservation { limiter.giveUp(reservation) }
+                place = limiter.reserve(for: origin)
+            }
+            queued(true)
+            defer { queued(false) }
+            try await limiter.acquire(place)
+            state.withLock { $0.held = origin }
+        }
+
+        /// Gives the slot back (and a reserved place never used), waking the next waiter.
+        func release() {
+            let (reservation, held) = state.withLock { state in
+                defer {
+                    state.reservation = nil
+                    state.held = nil
+                }
+                return (state.reservation, state.held)
+            }
+            if let reservation { limiter.giveUp(reservation) }
+            if let held { limiter.release(for: held) }
+        }
+    }
+}
+
+extension HostLimiter.Lease {
+    /// Runs `body` once the lease holds one of `origin`'s slots. The slot stays held after
+    /// `body` (the next hop to the same origin keeps it) until ``release()``.
+    func holding<Result: Sendable>(_ origin: Origin, _ body: () async throws -> Result) async throws -> Result {
+        try await hold(origin)
+        return try await body()
+    }
+}
