@@ -7,7 +7,8 @@ enum ExitStatus {
     static let interrupted: Int32 = 130
 
     static func code(for error: FerryError) -> Int32 {
-        switch error.reason {
+        // Over the package's codes, so that a reason added later must be given a status here.
+        switch error.reason.code {
         case .invalidURL, .invalidRequest: 3
         case .network: 7
         case .secureConnectionFailed: 60

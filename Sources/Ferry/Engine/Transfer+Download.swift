@@ -243,7 +243,7 @@ extension Transfer {
         switch action {
         case .fail(let error):
             // A status the download cannot use: its body never touches the partial file.
-            if case .unacceptableStatusCode = error.reason { throw await statusError(head, body: body) }
+            if error.reason.statusCode != nil { throw await statusError(head, body: body) }
             await drain(body)
             throw error
         case .restart:

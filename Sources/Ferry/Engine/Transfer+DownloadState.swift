@@ -66,7 +66,7 @@ extension Transfer {
         let store = configuration.resumeStore
         let key = task.effectiveResumeKey
         var refused = error.reason == .checksumMismatch
-        if case .bodyTooLarge = error.reason { refused = true }
+        if error.reason.limit != nil { refused = true }
         guard file.length > 0, resumable, !cancelled || task.producesResumeData, !refused else {
             file.discard()
             store?.remove(key)

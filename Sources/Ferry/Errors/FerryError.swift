@@ -3,7 +3,9 @@ public import Foundation
 /// The one error type Ferry throws: a reason that says what went wrong and what to do.
 ///
 /// Every failure a server, the network, the file system or a caller can cause arrives as a
-/// `FerryError`. Switch over ``reason`` to react; use ``description`` to show it to a person.
+/// `FerryError`. Compare or switch over ``reason`` to react (a `switch` needs a `default`:
+/// later versions may add reasons); use ``description`` to show it to a person, and
+/// ``underlying`` for the lower layer's own error.
 ///
 /// ```swift
 /// do {
@@ -13,65 +15,8 @@ public import Foundation
 /// }
 /// ```
 public struct FerryError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// Why a transfer failed.
-    public enum Reason: Sendable, Equatable {
-        /// The task was cancelled by its owner, by ``Session/invalidateAndCancel()`` or by the
-        /// cancellation of the Swift task awaiting it.
-        case cancelled
-        /// The session was invalidated before the task was created or started.
-        case sessionInvalidated
-        /// The configuration asks for something this build cannot do or refuses to do (an
-        /// `https://` proxy, invalid limits, unusable TLS options).
-        case unsupportedConfiguration
-        /// The URL is not an absolute `http` or `https` URL with a host.
-        case invalidURL
-        /// The request is malformed (for example a header value with CR or LF).
-        case invalidRequest
-        /// No byte moved for `timeoutIntervalForRequest` (`.idle`), or the whole task took
-        /// longer than `timeoutIntervalForResource` (`.resource`).
-        case timedOut(Timeout)
-        /// The connection could not be made or broke while the transfer ran.
-        case network
-        /// The TLS handshake failed: most often the server's certificate is not trusted (not
-        /// signed by a trusted root, not for this host, expired, or not the pinned one).
-        case secureConnectionFailed
-        /// The server answered something that is not valid HTTP for this request (for example a
-        /// body shorter than its `Content-Length`).
-        case badServerResponse
-        /// The response status is not one the task accepts (download tasks accept 2xx only;
-        /// data tasks only after ``ResponseValidation`` says so).
-        case unacceptableStatusCode(Int)
-        /// The response's content type is not one the validation accepts.
-        case unacceptableContentType(String?)
-        /// A data task's body grew past `maximumInMemoryBodySize`, a download's past
-        /// `maximumFileSize`, or a decoded download past `maximumDecompressionRatio` times its
-        /// coded size (then `limit` is that size).
-        case bodyTooLarge(limit: Int64)
-        /// More redirects than the configuration allows, or a redirect to a non-HTTP URL.
-        case redirectFailed
-        /// A request body cannot be sent again (a one-shot stream) but a redirect needed it.
-        case bodyNotReplayable
-        /// An upload's body did not match its declared length, or its file could not be read.
-        case uploadBodyFailed
-        /// The downloaded file could not be written or moved to its destination.
-        case fileSystem
-        /// The response body could not be turned into the requested value.
-        case serializationFailed
-        /// The delegate cancelled the task when it saw the response.
-        case cancelledByDelegate
-        /// Resume data that is not Ferry's, is of another format version, or is inconsistent.
-        case invalidResumeData
-        /// The downloaded file does not have the checksum the caller expected.
-        case checksumMismatch
-        /// Another download is writing the same destination file.
-        case destinationInUse
-        /// The destination file exists, and the destination's options do not allow replacing
-        /// it (no ``DownloadDestination/Options/removePreviousFile``).
-        case destinationExists
-    }
-
     /// Which timeout fired.
-    public enum Timeout: Sendable, Equatable {
+    public enum Timeout: Sendable, Hashable {
         /// No byte moved for `timeoutIntervalForRequest`.
         case idle
         /// The task ran longer than `timeoutIntervalForResource`.
@@ -86,8 +31,9 @@ public struct FerryError: Error, Sendable, Equatable, CustomStringConvertible {
     public var response: HTTPResponse?
     /// The first bytes of an error response's body (at most 64 KiB), kept for diagnostics.
     public var responseBodyPrefix: Data?
-    /// The underlying error's description, if another library reported it.
-    public var underlying: String?
+    /// The error of the layer below (AsyncHTTPClient, NIO, TLS, the file system, a
+    /// serializer) that caused this one, kept as it was thrown.
+    public var underlying: (any Error)?
     /// For a download that failed or was cancelled part-way: what continues it
     /// (`NSURLSessionDownloadTaskResumeData` in URLSession's terms).
     public var resumeData: ResumeData?
@@ -104,7 +50,7 @@ public struct FerryError: Error, Sendable, Equatable, CustomStringConvertible {
         self.message = message
         self.response = response
         self.responseBodyPrefix = responseBodyPrefix
-        self.underlying = underlying.map { String(describing: $0) }
+        self.underlying = underlying
     }
 
     public var description: String {

@@ -44,7 +44,7 @@ public struct RetryPolicy: Sendable, Equatable {
 
     /// Whether `error` is worth another try.
     static func isTransient(_ error: FerryError) -> Bool {
-        switch error.reason {
+        switch error.reason.code {
         case .network, .badServerResponse, .timedOut(.idle): true
         case .unacceptableStatusCode(let status): retriedStatuses.contains(status)
         default: false
