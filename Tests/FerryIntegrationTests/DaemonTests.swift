@@ -152,6 +152,30 @@ struct DaemonTests {
         }
     }
 
+    /// Issue 14.3: a session waiting for its events asks once and is answered when the event
+    /// is recorded (a long poll), instead of asking again and again.
+    @Test func aLongPollIsAnsweredByTheNextEvent() async throws {
+        try await withServer { server in
+            let (daemon, pid) = try await DaemonProcess.started()
+            defer { DaemonProcess.killNine(pid) }
+            let client = daemon.client
+            let waiting = Task { try await client.events(session: "longpoll", after: 0, wait: .seconds(30)) }
+            let added = try await client.add(
+                BackgroundAPI.AddTask(
+                    url: server.url("/bytes/1000").absoluteString,
+                    destination: daemon.directory.appendingPathComponent("polled.bin").path,
+                    session: "longpoll"
+                )
+            )
+            // A daemon that did not wait would have answered "no events" before the task ended.
+            let events = try await waiting.value
+            #expect(events.map(\.taskId) == [try #require(added.id)])
+            #expect(events.first?.kind == .completed)
+            let later = try await client.events(session: "longpoll", after: events.last?.seq ?? 0)
+            #expect(later.isEmpty)
+        }
+    }
+
     @Test func killNineTwentyTimesOverOneDownloadLosesNothing() async throws {
         try await withServer { server in
             let daemon = try DaemonProcess()

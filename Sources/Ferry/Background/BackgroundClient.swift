@@ -62,9 +62,16 @@ package struct BackgroundClient: Sendable {
         try decode(BackgroundAPI.SessionList.self, try await send("GET", "/v1/sessions")).sessions
     }
 
-    package func events(session: String, after seq: Int64) async throws -> [BackgroundEventRecord] {
-        try decode(BackgroundAPI.EventList.self, try await send("GET", "/v1/events?session=\(session)&after=\(seq)"))
-            .events
+    /// The events of `session` after `seq`; with a `wait`, the daemon answers as soon as
+    /// there is one, or after `wait` with none (a long poll).
+    package func events(
+        session: String,
+        after seq: Int64,
+        wait: Duration = .zero
+    ) async throws -> [BackgroundEventRecord] {
+        let milliseconds = wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000
+        let target = "/v1/events?session=\(session)&after=\(seq)&wait=\(milliseconds)"
+        return try decode(BackgroundAPI.EventList.self, try await send("GET", target)).events
     }
 
     package func acknowledge(session: String, through seq: Int64) async throws {

@@ -19,8 +19,11 @@ import FoundationNetworking
 /// ``DownloadTask`` for every task of the session that has not ended or has an event not
 /// yet acknowledged, delivers the pending events one by one (acknowledging each after its
 /// task has completed, `didFinishDownloadingTo` included), announces
-/// `didFinishEventsForBackgroundSession`, then keeps polling for events and progress until
-/// the session is invalidated. All mutable state is in one struct behind one lock.
+/// `didFinishEventsForBackgroundSession`, then follows the daemon's events (a long poll the
+/// daemon answers as soon as an event is recorded) and samples progress between them, until
+/// the session is invalidated. The bookkeeping is a value, ``BackgroundDelivery``, that
+/// returns who to wake; it and the poller's task are the one struct behind the one lock.
+/// The session hands tasks to the link as its ``TaskRunner``.
 final class BackgroundLink: Sendable {
     let identifier: String
     let locations: BackgroundLocations
@@ -35,26 +38,9 @@ final class BackgroundLink: Sendable {
     private let claim: ProcessClaim?
 
     private struct State {
-        var closed = false
-        /// Transfers waiting for their task's event, by daemon task id.
-        var waiters: [Int64: CheckedContinuation<BackgroundEventRecord?, Never>] = [:]
-        /// The poller waits here until a task has consumed its event.
-        var handled: [Int64: CheckedContinuation<Void, Never>] = [:]
-        /// Events that arrived before their transfer waited for them.
-        var early: [Int64: BackgroundEventRecord] = [:]
-        /// Daemon task ids this process knows (reattached or submitted).
-        var known: Set<Int64> = []
-        /// Known tasks that completed here (cancelled): their event needs no delivery.
-        var finished: Set<Int64> = []
-        /// Submissions whose id is not known yet.
-        var submitting = 0
-        var attached = false
-        var attachError: FerryError?
-        var attachWaiters: [CheckedContinuation<Void, Never>] = []
+        var delivery = BackgroundDelivery<CheckedContinuation<Void, Never>>()
         var poller: Task<Void, Never>?
-        var reported: [Int64: Int64] = [:]
     }
-
     private let state = Mutex(State())
 
     /// Claims the identifier for this process.
@@ -99,18 +85,15 @@ final class BackgroundLink: Sendable {
 
     deinit { close() }
 
-    /// Stops polling and lets the identifier go (the session was invalidated).
+    /// Stops following the daemon's events and lets the identifier go (the session was
+    /// invalidated).
     func close() {
-        let (poller, waiters) = state.withLock { state in
-            defer {
-                state.closed = true
-                state.poller = nil
-                state.attachWaiters = []
-            }
-            return (state.poller, state.attachWaiters)
+        let (poller, woken) = state.withLock { state in
+            defer { state.poller = nil }
+            return (state.poller, state.delivery.close())
         }
         poller?.cancel()
-        for waiter in waiters { waiter.resume() }
+        for waiter in woken { waiter.resume() }
         claim?.release()
     }
 
@@ -118,23 +101,18 @@ final class BackgroundLink: Sendable {
 
     func start(_ session: Session) {
         let weak = WeakSession(session)
-        let poller = Task { [self] in await attachAndPoll(weak) }
+        let poller = Task { [self] in await attachAndFollow(weak) }
         state.withLock { $0.poller = poller }
     }
 
     /// Returns once the tasks of a previous process are in the session (or attaching failed).
     func waitUntilAttached() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let ready = state.withLock { state in
-                guard !state.attached, !state.closed else { return true }
-                state.attachWaiters.append(continuation)
-                return false
-            }
-            if ready { continuation.resume() }
+            state.withLock { $0.delivery.waitForAttachment(continuation) }?.resume()
         }
     }
 
-    private func attachAndPoll(_ weak: WeakSession) async {
+    private func attachAndFollow(_ weak: WeakSession) async {
         var after: Int64 = 0
         do {
             try await BackgroundDaemonLauncher.ensureRunning(
@@ -152,7 +130,7 @@ final class BackgroundLink: Sendable {
             guard let session = weak.value else { return }
             for record in tasks where !record.state.isFinal || withEvents.contains(record.id ?? 0) {
                 guard let id = record.id else { continue }
-                state.withLock { _ = $0.known.insert(id) }
+                state.withLock { $0.delivery.reattached(id) }
                 session.reattach(record, id: id).resume()
             }
             attached(error: nil)
@@ -162,26 +140,30 @@ final class BackgroundLink: Sendable {
             attached(error: error as? FerryError ?? FerryError(.network, "Cannot reach the daemon.", underlying: error))
             return
         }
+        // The daemon answers as soon as an event exists (a long poll), or after `wait` with
+        // none: progress is sampled that often, ends are delivered at once.
+        let wait = Duration.milliseconds(250)
         while !Task.isCancelled, let session = weak.value, !session.isInvalidated {
             do {
-                try await Task.sleep(for: .milliseconds(200))
-                after = try await deliver(try await client.events(session: identifier, after: after), after: after)
+                let asked = ContinuousClock.now
+                let events = try await client.events(session: identifier, after: after, wait: wait)
+                after = try await deliver(events, after: after)
                 try await reportProgress(to: session)
+                // A daemon that does not wait (an older one) must not make this loop spin.
+                if events.isEmpty, ContinuousClock.now - asked < wait {
+                    try await Task.sleep(until: asked + wait)
+                }
             } catch {
-                // The daemon restarted or the sleep was cancelled: try again, or stop.
+                // The daemon restarted or the task was cancelled: try again after a pause,
+                // or stop.
                 if Task.isCancelled { return }
+                try? await Task.sleep(for: wait)
             }
         }
     }
 
     private func attached(error: FerryError?) {
-        let waiters = state.withLock { state in
-            state.attached = true
-            state.attachError = error
-            defer { state.attachWaiters = [] }
-            return state.attachWaiters
-        }
-        for waiter in waiters { waiter.resume() }
+        for waiter in state.withLock({ $0.delivery.attached(error: error) }) { waiter.resume() }
     }
 
     /// Hands each event to its task, in order, acknowledging each once its task completed.
@@ -190,33 +172,23 @@ final class BackgroundLink: Sendable {
         var last = after
         for event in events {
             guard let seq = event.seq else { continue }
-            // A task submitted a moment ago may have ended before its id came back.
-            while state.withLock({ !$0.known.contains(event.taskId) && $0.submitting > 0 }) {
-                try await Task.sleep(for: .milliseconds(10))
-            }
-            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-                enum Next {
-                    case skip
-                    case parked
-                    case hand(CheckedContinuation<BackgroundEventRecord?, Never>)
-                }
-                let next = state.withLock { state -> Next in
-                    // Not this process's task, or one that already completed here.
-                    guard state.known.contains(event.taskId), !state.finished.contains(event.taskId) else {
-                        return .skip
+            var offered = false
+            while !offered {
+                // Waits while a submission in flight may be this event's task (its id is not
+                // back yet), then until the event's task consumed it.
+                await withCheckedContinuation { (feed: CheckedContinuation<Void, Never>) in
+                    switch state.withLock({ $0.delivery.offer(event, feed: feed) }) {
+                    case .skip:
+                        offered = true
+                        feed.resume()
+                    case .waitForSubmission:
+                        break
+                    case .deliver(let transfer):
+                        offered = true
+                        transfer?.resume()
                     }
-                    state.handled[event.taskId] = done
-                    guard let waiter = state.waiters.removeValue(forKey: event.taskId) else {
-                        state.early[event.taskId] = event
-                        return .parked
-                    }
-                    return .hand(waiter)
                 }
-                switch next {
-                case .skip: done.resume()
-                case .parked: break
-                case .hand(let waiter): waiter.resume(returning: event)
-                }
+                if Task.isCancelled { return last }
             }
             try await client.acknowledge(session: identifier, through: seq)
             last = seq
@@ -228,10 +200,7 @@ final class BackgroundLink: Sendable {
         let running = try await client.tasks(session: identifier).filter { $0.state == .running }
         for record in running {
             guard let id = record.id, let task = session.task(backgroundID: id) else { continue }
-            let changed = state.withLock { state in
-                defer { state.reported[id] = record.bytesReceived }
-                return state.reported[id] != record.bytesReceived
-            }
+            let changed = state.withLock { $0.delivery.report(record.bytesReceived, for: id) }
             if changed { task.backgroundProgress(received: record.bytesReceived, expected: record.bytesExpected) }
         }
     }
@@ -252,11 +221,7 @@ final class BackgroundLink: Sendable {
             )
         }
         if let id = task.backgroundID {
-            let done = state.withLock { state in
-                state.finished.insert(id)
-                return state.handled.removeValue(forKey: id)
-            }
-            done?.resume()
+            state.withLock { $0.delivery.transferEnded(id) }?.resume()
         }
     }
 
@@ -275,7 +240,7 @@ final class BackgroundLink: Sendable {
             )
         }
         await waitUntilAttached()
-        if let error = state.withLock({ $0.attachError }) { throw error }
+        if let error = state.withLock({ $0.delivery.attachError }) { throw error }
         let id: Int64
         if let known = task.backgroundID {
             id = known
@@ -296,26 +261,18 @@ final class BackgroundLink: Sendable {
         }
         defer { follower.cancel() }
         let event = await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<BackgroundEventRecord?, Never>) in
-                enum Next {
-                    case wait
-                    case cancelled
-                    case arrived(BackgroundEventRecord)
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let action = state.withLock {
+                    $0.delivery.waitForEvent(of: id, waiter: continuation, cancelled: Task.isCancelled)
                 }
-                let next = state.withLock { state -> Next in
-                    if let event = state.early.removeValue(forKey: id) { return .arrived(event) }
-                    guard !Task.isCancelled else { return .cancelled }
-                    state.waiters[id] = continuation
-                    return .wait
-                }
-                switch next {
+                switch action {
                 case .wait: break
-                case .cancelled: continuation.resume(returning: nil)
-                case .arrived(let event): continuation.resume(returning: event)
+                case .ready, .cancelled: continuation.resume()
                 }
             }
+            return state.withLock { $0.delivery.takeEvent(of: id) }
         } onCancel: {
-            state.withLock { $0.waiters.removeValue(forKey: id) }?.resume(returning: nil)
+            state.withLock { $0.delivery.stopWaiting(id) }?.resume()
         }
         guard let event else {
             // Cancelled here: the daemon discards its partial file too.
@@ -384,12 +341,15 @@ final class BackgroundLink: Sendable {
             // Framing is the daemon's; the rest of the fields travel.
             request.headers = request.headers?.filter { $0.key.lowercased() != "content-length" }
         }
-        state.withLock { $0.submitting += 1 }
-        defer { state.withLock { $0.submitting -= 1 } }
+        state.withLock { $0.delivery.submissionStarted() }
+        var id: Int64?
+        defer { state.withLock { $0.delivery.submissionEnded(id: id) }?.resume() }
         let record = try await client.add(request)
-        guard let id = record.id else { throw FerryError(.badServerResponse, "The daemon returned a task without id.") }
-        state.withLock { _ = $0.known.insert(id) }
-        task.backgroundID = id
-        return id
+        guard let added = record.id else {
+            throw FerryError(.badServerResponse, "The daemon returned a task without id.")
+        }
+        id = added
+        task.backgroundID = added
+        return added
     }
 }

@@ -45,6 +45,8 @@ public final class Session: Sendable {
     let hub: EventHub
     /// The daemon's side of a background session.
     let background: BackgroundLink?
+    /// Where resumed tasks run: the daemon for a background session, this process otherwise.
+    let runner: any TaskRunner
     private let state: Mutex<State>
 
     /// Creates a session.
@@ -74,6 +76,7 @@ public final class Session: Sendable {
         } else {
             background = nil
         }
+        runner = background ?? LocalRunner()
         state = Mutex(State(delegate: delegate))
         hub = EventHub(hasDelegate: delegate != nil)
         startDelivery()
@@ -94,6 +97,7 @@ public final class Session: Sendable {
         self.configuration = configuration
         engine = Engine(configuration: configuration, tls: ResolvedTLS(base: nil, pinned: [:]), bridge: nil)
         background = nil
+        runner = LocalRunner()
         state = Mutex(State())
         hub = EventHub(hasDelegate: false)
         startDelivery()

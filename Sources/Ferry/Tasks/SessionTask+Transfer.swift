@@ -115,11 +115,17 @@ extension SessionTask {
     /// ```
     public func waitUntilInDaemon() async throws(FerryError) {
         guard session?.background != nil else { return }
-        while backgroundID == nil {
-            if let error = storage.withLock({ $0.machine.publicState == .completed ? $0.error : nil }) { throw error }
-            if storage.withLock({ $0.machine.publicState == .completed }) { return }
-            try? await Task.sleep(for: .milliseconds(10))
+        // Woken when the id is set or the task completes, whichever comes first.
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let waits = storage.withLock { storage in
+                guard storage.backgroundID == nil, storage.machine.publicState != .completed else { return false }
+                storage.daemonWaiters.append(continuation)
+                return true
+            }
+            if !waits { continuation.resume() }
         }
+        let error = storage.withLock { $0.backgroundID == nil ? $0.error : nil }
+        if let error { throw error }
     }
 
     /// A background task's bytes as the daemon reports them.
@@ -133,7 +139,14 @@ extension SessionTask {
 
     var backgroundID: Int64? {
         get { storage.withLock { $0.backgroundID } }
-        set { storage.withLock { $0.backgroundID = newValue } }
+        set {
+            let waiters = storage.withLock { storage in
+                storage.backgroundID = newValue
+                defer { storage.daemonWaiters = [] }
+                return storage.daemonWaiters
+            }
+            for waiter in waiters { waiter.resume() }
+        }
     }
 
     /// Whether `cancel` was called (the transfer is stopping).
@@ -287,9 +300,13 @@ extension SessionTask {
         storage.metrics = metrics
         publish(.finishedCollectingMetrics(metrics), in: &storage)
         publish(.completed(error), in: &storage)
-        let completion = Completion(waiters: storage.completionWaiters, streams: Array(storage.subscribers.values))
+        let completion = Completion(
+            waiters: storage.completionWaiters + storage.daemonWaiters,
+            streams: Array(storage.subscribers.values)
+        )
         storage.subscribers = [:]
         storage.completionWaiters = []
+        storage.daemonWaiters = []
         storage.transfer = nil
         return completion
     }

@@ -44,6 +44,8 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
         var earliestBeginDate: Date?
         /// The daemon's id of a background session's task, once submitted.
         var backgroundID: Int64?
+        /// Callers of `waitUntilInDaemon`, until the daemon has the task or it completed.
+        var daemonWaiters: [CheckedContinuation<Void, Never>] = []
         /// The owner asked for resume data when it cancelled.
         var producesResumeData = false
         var subscribers: [Int: AsyncStream<TaskEvent>.Continuation] = [:]
@@ -241,16 +243,7 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
                 storage.resumedAt = Date()
                 storage.lastActivity = now
                 publish(.resumed, in: &storage)
-                if let background = session.background {
-                    storage.transfer = Task { await background.run(self, session: session) }
-                } else {
-                    // The place in the per-host queue is taken now, so tasks resumed one after
-                    // another start in that order (their Swift tasks may run in any order).
-                    let admission = originalRequest.url.map { session.engine.limiter.reserve(for: Origin($0)) }
-                    storage.transfer = Task {
-                        await Transfer(task: self, session: session, admission: admission).run()
-                    }
-                }
+                storage.transfer = session.runner.launch(self, in: session)
                 return []
             case .unpause:
                 storage.lastActivity = .now

@@ -83,8 +83,17 @@ struct BackgroundRouter: Sendable {
             guard let after = Int64(query["after"] ?? "0"), after >= 0 else {
                 throw BackgroundAPI.Failure.badRequest("'after' is not a sequence number.")
             }
+            // A long poll: with `wait` (milliseconds, at most 30 s) and no event yet, the
+            // answer waits for the next one.
+            let wait = min(max(Int(query["wait"] ?? "0") ?? 0, 0), 30_000)
             await daemon.attach(session)
-            let events = try daemon.store.events(session: session, after: after)
+            let bell = daemon.store.events
+            let generation = bell.generation
+            var events = try daemon.store.events(session: session, after: after)
+            if events.isEmpty, wait > 0 {
+                await bell.wait(past: generation, timeout: .milliseconds(wait))
+                events = try daemon.store.events(session: session, after: after)
+            }
             return Response(status: 200, body: Self.json(BackgroundAPI.EventList(events: events)))
         case ("POST", .acknowledge):
             let ack = try BackgroundAPI.decode(

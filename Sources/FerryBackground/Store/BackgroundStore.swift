@@ -11,6 +11,8 @@ import GRDB
 /// thread; the database serializes writers.
 package final class BackgroundStore: Sendable {
     private let database: DatabasePool
+    /// Rings after every event recorded (``finish(_:as:detail:)``).
+    package let events = EventBell()
 
     /// Opens (creating and migrating when needed) the store in `directory`.
     ///
@@ -177,7 +179,7 @@ package final class BackgroundStore: Sendable {
         as state: BackgroundTaskRecord.State,
         detail: String?
     ) throws -> BackgroundEventRecord? {
-        try database.write { db in
+        let event = try database.write { db -> BackgroundEventRecord? in
             guard var task = try BackgroundTaskRecord.fetchOne(db, key: id), !task.state.isFinal else { return nil }
             task.state = state
             task.finishedAt = Date()
@@ -194,6 +196,8 @@ package final class BackgroundStore: Sendable {
             try event.insert(db)
             return event
         }
+        if event != nil { events.ring() }
+        return event
     }
 
     // MARK: Retention
