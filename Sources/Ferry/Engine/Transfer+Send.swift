@@ -115,7 +115,7 @@ extension Transfer {
                         failures: hops.proxyChallengesAnswered
                     )
                 {
-                    engine.bridge?.setProxyAuthorization(authorization)
+                    engine.setProxyAuthorization(authorization)
                     hops.answerProxyChallenge()
                     if hops.body != nil { origin.resetSentBytes() }
                     continue
@@ -228,29 +228,6 @@ extension Transfer {
         }
     }
 
-    /// `request` as the interceptor adapts it.
-    func adapt(_ request: URLRequest, with interceptor: (any RequestInterceptor)?) async throws -> URLRequest {
-        guard let interceptor else { return request }
-        do {
-            return try await interceptor.adapt(request, for: session)
-        } catch let error as FerryError {
-            throw error
-        } catch {
-            throw FerryError(.invalidRequest, "The interceptor could not adapt the request.", underlying: error)
-        }
-    }
-
-    /// Waits out a retry's delay; `false` when the decision is not to retry.
-    func prepareRetry(_ decision: RetryDecision) async throws -> Bool {
-        switch decision {
-        case .doNotRetry: return false
-        case .retry: return true
-        case .retryWithDelay(let delay):
-            try await Task.sleep(for: delay)
-            return true
-        }
-    }
-
     /// Every buffer of `body`, at most ``SessionConfiguration/maximumInMemoryBodySize`` bytes.
     func bufferWhole(_ body: ResponseBody, head: HTTPResponse) async throws -> CircularBuffer<ByteBuffer> {
         let limit = configuration.maximumInMemoryBodySize
@@ -268,57 +245,6 @@ extension Transfer {
             buffers.append(buffer)
         }
         return buffers
-    }
-
-    /// challenge from the task's own origin that has not been answered yet.
-    /// The request to follow a redirect with, or `nil` when `response` is final.
-    func redirect(
-        for request: URLRequest,
-        response: HTTPResponse,
-        body: RequestBody?,
-        redirects: Int
-    ) async throws -> (request: URLRequest, keepsBody: Bool)? {
-        let policy = origin.redirectPolicy ?? configuration.redirectPolicy
-        if case .refuse = policy.kind { return nil }
-        let plan = RedirectPlan.make(
-            for: request,
-            response: response,
-            bodyIsReplayable: body?.isReplayable ?? true,
-            hasBody: body != nil,
-            allowsInsecure: configuration.allowsInsecureRedirects
-        )
-        switch plan {
-        case .notARedirect:
-            return nil
-        case .fail(let error):
-            throw error
-        case .follow(let proposed, let keepsBody):
-            guard var next = policy.apply(response: response, proposed: proposed) else { return nil }
-            if let delegate = session.delegate {
-                let session = self.session
-                let task = self.origin
-                let candidate = next
-                guard
-                    let answer = await session.askDelegate({
-                        await delegate.session(
-                            session,
-                            task: task,
-                            willPerformRedirection: response,
-                            newRequest: candidate
-                        )
-                    })
-                else { return nil }
-                next = answer
-            }
-            guard redirects < configuration.maximumRedirects else {
-                throw FerryError(
-                    .redirectFailed,
-                    "Stopped after \(configuration.maximumRedirects) redirects (maximumRedirects).",
-                    response: response
-                )
-            }
-            return (next, keepsBody)
-        }
     }
 
     /// Reads a little of a body nobody wants, so its connection can be reused; a large one

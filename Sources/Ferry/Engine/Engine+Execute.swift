@@ -1,0 +1,96 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+
+extension Engine {
+    /// One request as the engine takes it: nothing of tasks, sessions or policies.
+    struct Outgoing {
+        var method: NIOHTTP1.HTTPMethod
+        /// An absolute `http` or `https` URL with a host.
+        var url: URL
+        /// The fields to send, without framing (the client sets it from the body).
+        var headers: HTTPHeaders
+        /// The body, counted as the connection takes it, and its length when known.
+        var body: CountingChunks?
+        /// Whether a coded response body is decoded on the way in.
+        var decompressing: Bool
+    }
+
+    /// A response head, its body, and what is known of the way it came.
+    struct Exchange {
+        var head: HTTPResponseHead
+        var body: ResponseBody
+        /// The stream the response came through, which knows when the request was sent.
+        var stream: ResponseStream
+        /// The connection it went over, for requests that went through the TLS bridge.
+        var connection: BridgedConnection?
+    }
+
+    /// Sends one request and waits for its response head, through ``ResponseStream`` (the
+    /// event loop reads ahead); a body streams through the stream's ``RequestBodyPump``,
+    /// which ends it with its last byte.
+    ///
+    /// Which way the request goes is decided here and nowhere above: straight to
+    /// AsyncHTTPClient, through the session's proxy, or through the ``TLSBridge`` for hosts
+    /// Ferry verifies itself. A bridged request carries a trace field the bridge strips
+    /// before it leaves this process, so the connection it took comes back in the exchange;
+    /// a connection the bridge refused is reported as the bridge's error, not as the closed
+    /// socket AsyncHTTPClient saw.
+    ///
+    /// - Parameter onActivity: Called whenever bytes move (the idle timeout's clock).
+    func execute(_ request: Outgoing, onActivity: @escaping @Sendable () -> Void) async throws -> Exchange {
+        var headers = request.headers
+        let route = try await route(request.url)
+        if let host = route.host, !headers.contains(name: "Host") { headers.add(name: "Host", value: host) }
+        // A bridged request names itself, so the bridge can say which connection it took.
+        let trace = route.bridged ? bridge?.makeTrace() : nil
+        if let trace { headers.replaceOrAdd(name: BridgeRelay.traceField, value: trace) }
+        do {
+            let client = client(for: request.url, decompressing: request.decompressing, bridged: route.bridged)
+            let stream = ResponseStream(onActivity: onActivity)
+            var body: HTTPClient.Body?
+            if let chunks = request.body {
+                let pump = stream.pump
+                let eventLoop = client.eventLoopGroup.any()
+                body = .stream(contentLength: chunks.length) { writer in
+                    pump.start(chunks, length: chunks.length, writer: writer, on: eventLoop)
+                }
+            }
+            stream.start(
+                try HTTPClient.Request(
+                    url: route.url,
+                    method: request.method,
+                    headers: headers,
+                    body: body,
+                    tlsConfiguration: route.bridged ? nil : tls.override(for: request.url)
+                ),
+                on: client
+            )
+            let head: HTTPResponseHead
+            do {
+                head = try await stream.head()
+            } catch {
+                stream.abandon()
+                throw error
+            }
+            return Exchange(
+                head: head,
+                body: ResponseBody(stream),
+                stream: stream,
+                connection: trace.flatMap { bridge?.connection(for: $0) }
+            )
+        } catch {
+            // A connection the TLS bridge refused reaches the client as a closed one.
+            if route.bridged, let failure = bridge?.failure(for: Origin(request.url)) { throw failure }
+            throw error
+        }
+    }
+
+    /// The `Proxy-Authorization` value for the proxy's `CONNECT`s from now on (after the
+    /// proxy challenged one): the bridge makes them, so the engine passes it on.
+    func setProxyAuthorization(_ value: String) {
+        bridge?.setProxyAuthorization(value)
+    }
+}

@@ -1,0 +1,32 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The interceptor's part in the request loop: adapting each request, and waiting out the
+/// retry it asks for.
+extension Transfer {
+    /// `request` as the interceptor adapts it.
+    func adapt(_ request: URLRequest, with interceptor: (any RequestInterceptor)?) async throws -> URLRequest {
+        guard let interceptor else { return request }
+        do {
+            return try await interceptor.adapt(request, for: session)
+        } catch let error as FerryError {
+            throw error
+        } catch {
+            throw FerryError(.invalidRequest, "The interceptor could not adapt the request.", underlying: error)
+        }
+    }
+
+    /// Waits out a retry's delay; `false` when the decision is not to retry.
+    func prepareRetry(_ decision: RetryDecision) async throws -> Bool {
+        switch decision {
+        case .doNotRetry: return false
+        case .retry: return true
+        case .retryWithDelay(let delay):
+            try await Task.sleep(for: delay)
+            return true
+        }
+    }
+}

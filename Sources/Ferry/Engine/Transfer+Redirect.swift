@@ -1,0 +1,59 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The redirect policy of the request loop: RFC 9110's rules (``RedirectPlan``), then the
+/// task's or session's ``RedirectPolicy``, then the delegate, then the limit.
+extension Transfer {
+    /// The request to follow a redirect with, or `nil` when `response` is final.
+    func redirect(
+        for request: URLRequest,
+        response: HTTPResponse,
+        body: RequestBody?,
+        redirects: Int
+    ) async throws -> (request: URLRequest, keepsBody: Bool)? {
+        let policy = origin.redirectPolicy ?? configuration.redirectPolicy
+        if case .refuse = policy.kind { return nil }
+        let plan = RedirectPlan.make(
+            for: request,
+            response: response,
+            bodyIsReplayable: body?.isReplayable ?? true,
+            hasBody: body != nil,
+            allowsInsecure: configuration.allowsInsecureRedirects
+        )
+        switch plan {
+        case .notARedirect:
+            return nil
+        case .fail(let error):
+            throw error
+        case .follow(let proposed, let keepsBody):
+            guard var next = policy.apply(response: response, proposed: proposed) else { return nil }
+            if let delegate = session.delegate {
+                let session = self.session
+                let task = self.origin
+                let candidate = next
+                guard
+                    let answer = await session.askDelegate({
+                        await delegate.session(
+                            session,
+                            task: task,
+                            willPerformRedirection: response,
+                            newRequest: candidate
+                        )
+                    })
+                else { return nil }
+                next = answer
+            }
+            guard redirects < configuration.maximumRedirects else {
+                throw FerryError(
+                    .redirectFailed,
+                    "Stopped after \(configuration.maximumRedirects) redirects (maximumRedirects).",
+                    response: response
+                )
+            }
+            return (next, keepsBody)
+        }
+    }
+}
