@@ -24,7 +24,7 @@ struct BodyWriter {
     }
 
     mutating func write(_ body: ResponseBody, checkpoint: Checkpoint?) async throws {
-        var throttle = ProgressThrottle()
+        var meter = ProgressMeter(task: task, direction: .written)
         var lastCheckpoint = (bytes: position, time: ContinuousClock.now)
         var iterator = body.makeAsyncIterator()
         while true {
@@ -51,8 +51,7 @@ struct BodyWriter {
             }
             position += count
             written += count
-            let due = throttle.add(count)
-            task.didWrite(bytes: count, publish: due != nil, unpublished: due ?? 0)
+            meter.add(count)
             if let checkpoint,
                 position - lastCheckpoint.bytes >= Checkpoint.bytes
                     || ContinuousClock.now - lastCheckpoint.time >= Checkpoint.interval
@@ -61,6 +60,6 @@ struct BodyWriter {
                 lastCheckpoint = (position, .now)
             }
         }
-        if let rest = throttle.flush() { task.didWrite(bytes: 0, publish: true, unpublished: rest) }
+        meter.finish()
     }
 }

@@ -14,7 +14,7 @@ struct CountingChunks: AsyncSequence, Sendable {
         var base: ByteChunks.Iterator
         let task: SessionTask
         let length: Int64?
-        var throttle = ProgressThrottle()
+        var meter: ProgressMeter
         var sent: Int64 = 0
 
         mutating func next() async throws -> ByteBuffer? {
@@ -22,15 +22,20 @@ struct CountingChunks: AsyncSequence, Sendable {
             if let chunk = try await base.next() {
                 let count = Int64(chunk.readableBytes)
                 sent += count
-                var due = throttle.add(count)
-                if due == nil, let length, sent >= length { due = throttle.flush() }
-                task.didSend(bytes: count, publish: due != nil, unpublished: due ?? 0)
+                meter.add(count, last: length.map { sent >= $0 } ?? false)
                 return chunk
             }
-            if let rest = throttle.flush() { task.didSend(bytes: 0, publish: true, unpublished: rest) }
+            meter.finish()
             return nil
         }
     }
 
-    func makeAsyncIterator() -> Iterator { Iterator(base: base.makeAsyncIterator(), task: task, length: length) }
+    func makeAsyncIterator() -> Iterator {
+        Iterator(
+            base: base.makeAsyncIterator(),
+            task: task,
+            length: length,
+            meter: ProgressMeter(task: task, direction: .sent)
+        )
+    }
 }

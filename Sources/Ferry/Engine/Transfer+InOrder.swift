@@ -76,7 +76,7 @@ extension Transfer {
             )
         }
         task.setDownloadPosition(0, expected: expected)
-        var throttle = ProgressThrottle()
+        var meter = ProgressMeter(task: task, direction: .written)
         var written: Int64 = 0
         var iterator = body.makeAsyncIterator()
         while true {
@@ -91,10 +91,9 @@ extension Transfer {
             }
             try chunk.withUnsafeReadableBytes { try output.write($0) }
             written += count
-            let due = throttle.add(count)
-            task.didWrite(bytes: count, publish: due != nil, unpublished: due ?? 0)
+            meter.add(count)
         }
-        if let rest = throttle.flush() { task.didWrite(bytes: 0, publish: true, unpublished: rest) }
+        meter.finish()
         if let expected, written < expected {
             throw FerryError(
                 .badServerResponse,

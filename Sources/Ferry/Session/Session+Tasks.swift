@@ -134,15 +134,7 @@ extension Session {
         to destination: DownloadDestination? = nil,
         headers: [String: String] = [:]
     ) -> DownloadTask {
-        let delivery: DownloadDelivery = destination.map { .destination($0) } ?? .delegate
-        return register {
-            DownloadTask(
-                identifier: $0,
-                request: Self.request(resuming: resumeData, headers: headers),
-                plan: .download(delivery, resume: resumeData),
-                session: self
-            )
-        }
+        resumingTask(resumeData, delivery: destination.map { .destination($0) } ?? .delegate, headers: headers)
     }
 
     /// Continues a download from `resumeData` and returns the file and final response.
@@ -152,7 +144,16 @@ extension Session {
         headers: [String: String] = [:]
     ) async throws(FerryError) -> (URL, HTTPResponse) {
         let delivery: DownloadDelivery = destination.map { .destination($0) } ?? .handOver
-        let task = register {
+        return try await run(resumingTask(resumeData, delivery: delivery, headers: headers), \.file)
+    }
+
+    /// A registered download task that continues from `resumeData`.
+    private func resumingTask(
+        _ resumeData: ResumeData,
+        delivery: DownloadDelivery,
+        headers: [String: String]
+    ) -> DownloadTask {
+        register {
             DownloadTask(
                 identifier: $0,
                 request: Self.request(resuming: resumeData, headers: headers),
@@ -160,7 +161,6 @@ extension Session {
                 session: self
             )
         }
-        return try await run(task, \.file)
     }
 
     static func request(resuming resumeData: ResumeData, headers: [String: String]) -> URLRequest {

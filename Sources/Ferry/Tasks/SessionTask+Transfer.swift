@@ -134,7 +134,7 @@ extension SessionTask {
             storage.bytesExpectedToReceive = expected ?? storage.bytesExpectedToReceive
             return max(0, received - storage.bytesReceived)
         }
-        if delta > 0 { didWrite(bytes: delta, publish: true, unpublished: delta) }
+        if delta > 0 { didMove(.written, bytes: delta, publish: true, unpublished: delta) }
     }
 
     var backgroundID: Int64? {
@@ -165,48 +165,48 @@ extension SessionTask {
 
     /// Counts received body bytes; publishes `data` when somebody listens.
     func didReceive(data buffer: UnsafeRawBufferPointer, publishData: Bool) {
+        // Asked before the task's lock is taken: the session's lock is never taken inside it.
+        let delegateWants = publishData && session?.delegate != nil
         storage.withLock { storage in
             storage.bytesReceived += Int64(buffer.count)
             storage.lastActivity = .now
-            if publishData && (hasListeners(storage) || session?.delegate != nil) {
+            if publishData && (delegateWants || hasListeners(storage)) {
                 publish(.data(Data(buffer)), in: &storage)
             }
         }
     }
 
-    /// Counts bytes written to disk; publishes `wroteData` when `publish` is set (the
-    /// transfer coalesces these in time).
-    func didWrite(bytes: Int64, publish shouldPublish: Bool, unpublished: Int64) {
-        storage.withLock { storage in
-            storage.bytesReceived += bytes
-            storage.lastActivity = .now
-            if shouldPublish {
-                publish(
-                    .wroteData(
-                        bytesWritten: unpublished,
-                        totalBytesWritten: storage.bytesReceived,
-                        totalBytesExpectedToWrite: storage.bytesExpectedToReceive
-                    ),
-                    in: &storage
-                )
-            }
-        }
+    /// Which of a task's byte counters moves.
+    enum ByteDirection: Sendable {
+        /// Request body bytes the connection took (`sentBodyData`).
+        case sent
+        /// Response body bytes written to disk or memory (`wroteData`).
+        case written
     }
 
-    func didSend(bytes: Int64, publish shouldPublish: Bool, unpublished: Int64) {
+    /// Counts `bytes` moved in `direction`; publishes the event when `publish` is set (the
+    /// transfer coalesces these in time, see ``ProgressMeter``), covering `unpublished`.
+    func didMove(_ direction: ByteDirection, bytes: Int64, publish shouldPublish: Bool, unpublished: Int64) {
         storage.withLock { storage in
-            storage.bytesSent += bytes
             storage.lastActivity = .now
-            if shouldPublish {
-                publish(
-                    .sentBodyData(
-                        bytesSent: unpublished,
-                        totalBytesSent: storage.bytesSent,
-                        totalBytesExpectedToSend: storage.bytesExpectedToSend
-                    ),
-                    in: &storage
+            let event: TaskEvent
+            switch direction {
+            case .sent:
+                storage.bytesSent += bytes
+                event = .sentBodyData(
+                    bytesSent: unpublished,
+                    totalBytesSent: storage.bytesSent,
+                    totalBytesExpectedToSend: storage.bytesExpectedToSend
+                )
+            case .written:
+                storage.bytesReceived += bytes
+                event = .wroteData(
+                    bytesWritten: unpublished,
+                    totalBytesWritten: storage.bytesReceived,
+                    totalBytesExpectedToWrite: storage.bytesExpectedToReceive
                 )
             }
+            if shouldPublish { publish(event, in: &storage) }
         }
     }
 

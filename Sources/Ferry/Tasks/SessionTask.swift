@@ -24,6 +24,13 @@ public import FoundationNetworking
 /// one lock; the class is `@unchecked Sendable` because its only stored properties are
 /// `let`s of `Sendable` values and that `Mutex`, which Swift cannot see through a non-final
 /// class. Subclasses are `final` and add no mutable state.
+///
+/// ## Lock order
+/// Session, then task, then the per-host limiter or the event hub: the session's lock may be
+/// held while a task's is taken (its registry asks tasks for their state), a task's while the
+/// limiter's (``TaskRunner`` reserves a place) or the hub's (events are published in order)
+/// is taken, never the other way round. Continuations are resumed, and delegates and
+/// completion handlers called, after every lock is released.
 public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvertible {
     struct Storage {
         var machine = TaskStateMachine()
