@@ -1,0 +1,142 @@
+import Ferry
+import Foundation
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// httpbin's `/anything` reply, as far as these tests read it.
+struct HttpbinEcho: Decodable, Sendable {
+    var method: String
+    var url: String
+    var args: [String: String]
+    var form: [String: String]
+    var files: [String: String]
+    var json: [String: String]?
+    var headers: [String: String]
+}
+
+/// `HTTPSessionManager` against httpbin (gunicorn): the calls an AFNetworking user makes.
+@Suite("HTTPSessionManager with httpbin", .serialized, .enabled(if: Httpbin.enabled))
+struct SessionManagerTests {
+    func manager(
+        _ httpbin: Httpbin,
+        base: String = "/anything/api/v1"
+    ) throws -> HTTPSessionManager<
+        DecodableResponseSerializer<HttpbinEcho>
+    > {
+        try HTTPSessionManager(
+            baseURL: URL(string: httpbin.url(base)),
+            responseSerializer: .decodable(HttpbinEcho.self)
+        )
+    }
+
+    @Test func getPutsParametersInTheQueryUnderTheBaseURL() async throws {
+        try await withHttpbin { httpbin in
+            let api = try manager(httpbin)
+            let (echo, response) = try await api.get("items", parameters: ["q": "ferry boats", "page": "2"])
+            #expect(response.statusCode == 200)
+            #expect(echo.method == "GET")
+            #expect(echo.args == ["q": "ferry boats", "page": "2"])
+            #expect(echo.url.hasPrefix(httpbin.url("/anything/api/v1/items?")))
+        }
+    }
+
+    @Test func postSendsAFormByDefaultAndJSONWhenAsked() async throws {
+        try await withHttpbin { httpbin in
+            let api = try manager(httpbin)
+            let (form, _) = try await api.post("users", parameters: ["name": "Ada", "role": "admin"])
+            #expect(form.form == ["name": "Ada", "role": "admin"])
+            #expect(form.headers["Content-Type"]?.hasPrefix("application/x-www-form-urlencoded") == true)
+            api.bodyEncoder = JSONParameterEncoder.default
+            let (json, _) = try await api.post("users", parameters: ["name": "Ada"])
+            #expect(json.json == ["name": "Ada"])
+            #expect(json.headers["Content-Type"] == "application/json")
+            let (patched, _) = try await api.patch("users/1", parameters: ["role": "owner"])
+            #expect(patched.method == "PATCH" && patched.json == ["role": "owner"])
+        }
+    }
+
+    @Test func multipartPostCarriesParametersAndFiles() async throws {
+        try await withHttpbin { httpbin in
+            let api = try manager(httpbin)
+            let file = try makeTemporaryDirectory().appendingPathComponent("notes.txt")
+            try Data("ferry notes\n".utf8).write(to: file)
+            let (echo, _) = try await api.post("upload", parameters: ["album": "2026"]) { form in
+                try form.append(fileURL: file, name: "attachment")
+            }
+            #expect(echo.form == ["album": "2026"])
+            #expect(echo.files == ["attachment": "ferry notes\n"])
+            #expect(echo.headers["Content-Type"]?.hasPrefix("multipart/form-data; boundary=") == true)
+        }
+    }
+
+    @Test func defaultHeadersAndBasicAuthorizationGoWithEveryRequest() async throws {
+        try await withHttpbin { httpbin in
+            let api = try manager(httpbin)
+            api.setBasicAuthorization(user: "user", password: "passwd")
+            api.setValue("application/json", forHTTPHeaderField: "Accept")
+            let (echo, _) = try await api.put("files/1", parameters: ["x": "1"], headers: ["X-Trace": "t1"])
+            #expect(echo.method == "PUT")
+            #expect(echo.headers["Authorization"] == "Basic dXNlcjpwYXNzd2Q=")
+            #expect(echo.headers["Accept"] == "application/json")
+            #expect(echo.headers["X-Trace"] == "t1")
+            // A request's own field wins over the default.
+            let (own, _) = try await api.get("me", headers: ["accept": "text/plain"])
+            #expect(own.headers["Accept"] == "text/plain")
+            api.clearAuthorization()
+            let (anonymous, _) = try await api.delete("files/1", parameters: ["force": "true"])
+            #expect(anonymous.headers["Authorization"] == nil)
+            #expect(anonymous.method == "DELETE" && anonymous.args == ["force": "true"])
+
+            // httpbin's own check of the credentials.
+            let plain = try HTTPSessionManager(baseURL: URL(string: httpbin.url("/")))
+            plain.setBasicAuthorization(user: "user", password: "passwd")
+            let (_, accepted) = try await plain.get("basic-auth/user/passwd")
+            #expect(accepted.statusCode == 200)
+        }
+    }
+
+    @Test func anUnacceptableStatusIsATypedErrorAndHeadReturnsTheHead() async throws {
+        try await withHttpbin { httpbin in
+            let api = try HTTPSessionManager(baseURL: URL(string: httpbin.url("/")))
+            await #expect(throws: FerryError.self) { try await api.get("status/404") }
+            do {
+                _ = try await api.get("status/418")
+            } catch let error as FerryError {
+                #expect(error.reason == .unacceptableStatusCode(418))
+            }
+            let head = try await api.head("bytes/100")
+            #expect(head.statusCode == 200)
+            #expect(head.headers["Content-Length"] == "100")
+        }
+    }
+}
+
+/// RFC 3986 resolution of paths against the base URL, as AFNetworking's
+/// `URLWithString:relativeToURL:` (no server needed).
+@Suite("HTTPSessionManager URLs")
+struct SessionManagerURLTests {
+    @Test func pathsResolveAgainstTheBaseURL() throws {
+        let api = try HTTPSessionManager(baseURL: URL(string: "https://api.example.com/v1"))
+        #expect(try api.url(for: "users").absoluteString == "https://api.example.com/v1/users")
+        #expect(try api.url(for: "users?page=2").absoluteString == "https://api.example.com/v1/users?page=2")
+        #expect(try api.url(for: "/users").absoluteString == "https://api.example.com/users")
+        #expect(try api.url(for: "../v2/users").absoluteString == "https://api.example.com/v2/users")
+        #expect(try api.url(for: "https://other.example/x").absoluteString == "https://other.example/x")
+        #expect(throws: FerryError.self) { try api.url(for: "ftp://files.example/x") }
+        let unrooted = try HTTPSessionManager(baseURL: nil)
+        #expect(throws: FerryError.self) { try unrooted.url(for: "users") }
+    }
+
+    @Test func getAndDeleteCarryParametersInTheQueryOthersInTheBody() throws {
+        let api = try HTTPSessionManager(baseURL: URL(string: "http://api.example.com/"))
+        let get = try api.request(.get, "search", parameters: ["q": "a b"])
+        #expect(get.url?.absoluteString == "http://api.example.com/search?q=a+b")
+        #expect(get.httpBody == nil)
+        let post = try api.request(.post, "search", parameters: ["q": "a b"])
+        #expect(post.url?.absoluteString == "http://api.example.com/search")
+        #expect(post.httpBody.map { String(decoding: $0, as: UTF8.self) } == "q=a+b")
+    }
+}
