@@ -55,15 +55,26 @@ final class SequentialOutput {
     }
 
     /// Whether `url` must be written in order rather than replaced: anything under `/dev` or
-    /// `/proc` (devices, `/dev/stdout`, `/proc/self/fd/N`), and any existing path that is
-    /// neither a regular file nor a directory once links are followed.
+    /// `/proc` (devices, `/dev/stdout`, `/proc/self/fd/N`) but `/dev/shm`, and any existing
+    /// path that is neither a regular file nor a directory once links are followed.
+    ///
+    /// `/dev/shm` is the exception because it is not devices: it is a tmpfs mounted for
+    /// ordinary files (POSIX shared memory, and a common place for scratch files in RAM),
+    /// where a download is written and moved into place like anywhere else.
     static func isSequential(_ url: URL) -> Bool {
         let path = url.standardizedFileURL.path
+        if path.hasPrefix("/dev/shm/") { return !isOrdinaryOrMissing(path) }
         for system in ["/dev", "/proc"] where path == system || path.hasPrefix(system + "/") { return true }
+        return !isOrdinaryOrMissing(path)
+    }
+
+    /// Whether `path` does not exist, or is a regular file or a directory once links are
+    /// followed.
+    private static func isOrdinaryOrMissing(_ path: String) -> Bool {
         var info = stat()
-        guard stat(path, &info) == 0 else { return false }
+        guard stat(path, &info) == 0 else { return true }
         let type = info.st_mode & S_IFMT
-        return type != S_IFREG && type != S_IFDIR
+        return type == S_IFREG || type == S_IFDIR
     }
 
     /// The descriptor `/dev/stdout`, `/dev/stderr`, `/dev/fd/N` or `/proc/self/fd/N` names,
