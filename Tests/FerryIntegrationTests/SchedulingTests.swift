@@ -123,4 +123,30 @@ struct SchedulingTests {
             #expect(end?.reason == .cancelled)
         }
     }
+
+    /// Waiting out a retry's delay is not idleness: a server's `Retry-After` longer than the
+    /// idle timeout must not fail the task. (The check runs after twice the idle timeout: a
+    /// slower machine only makes it stricter.)
+    @Test func waitingBeforeARetryIsNotIdleness() async throws {
+        try await withServer { server in
+            let session = try makeSession { $0.timeoutIntervalForRequest = 1 }
+            let directory = try makeTemporaryDirectory()
+            let sleeper = session.downloadTask(
+                with: server.url("/bytes/1000?fail-first=1&retry-after=3600"),
+                to: .file(directory.appendingPathComponent("later.bin"))
+            )
+            sleeper.retryPolicy = RetryPolicy(maximumRetries: 1, maximumRetryAfter: 3600)
+            let events = sleeper.events
+            sleeper.resume()
+            for await event in events {
+                if case .willRetry = event { break }
+            }
+            try await Task.sleep(for: .seconds(3))
+            #expect(sleeper.state == .running, "the task ended: \(String(describing: sleeper.error))")
+            let ending = sleeper.events
+            sleeper.cancel()
+            let end = await collectEvents(ending).last?.completionError ?? nil
+            #expect(end?.reason == .cancelled)
+        }
+    }
 }

@@ -143,8 +143,7 @@ extension Transfer {
                     task.publish(.willRetry(attempt: retries, delay: delay, error: failure))
                     progress.willContinue()
                     if file.length > 0 { try? checkpoint(file, request: request, planner: planner).write() }
-                    lease.release()  // another task may use the connection meanwhile
-                    try await Task.sleep(for: .seconds(delay))
+                    try await waitBeforeRetry(.seconds(delay))
                 }
             }
             try file.flush()

@@ -42,8 +42,7 @@ extension Transfer {
                 retries += 1
                 guard let delay = policy.delay(beforeRetry: retries, after: failure) else { throw failure }
                 task.publish(.willRetry(attempt: retries, delay: delay, error: failure))
-                lease.release()  // another task may use the connection meanwhile
-                try await Task.sleep(for: .seconds(delay))
+                try await waitBeforeRetry(.seconds(delay))
             }
         }
         guard task.transferWillFinish() else { throw CancellationError() }

@@ -5,7 +5,7 @@ import FoundationNetworking
 #endif
 
 /// The interceptor's part in the request loop: adapting each request, and waiting out the
-/// retry it asks for.
+/// retry it asks for (as the retry policy's waits are: ``waitBeforeRetry(_:)``).
 extension Transfer {
     /// `request` as the interceptor adapts it.
     func adapt(_ request: URLRequest, with interceptor: (any RequestInterceptor)?) async throws -> URLRequest {
@@ -25,8 +25,19 @@ extension Transfer {
         case .doNotRetry: return false
         case .retry: return true
         case .retryWithDelay(let delay):
-            try await Task.sleep(for: delay)
+            try await waitBeforeRetry(delay)
             return true
         }
+    }
+
+    /// Sleeps before a retry without holding a connection slot (another task may use it),
+    /// and without the idle timeout running: waiting, as a server's `Retry-After` asked, is
+    /// not idleness. The next hop takes a slot again.
+    func waitBeforeRetry(_ delay: Duration) async throws {
+        lease.release()
+        let waiting = active.withLock { $0 }  // the task the watchdog reads
+        waiting.setQueued(true)
+        defer { waiting.setQueued(false) }
+        try await Task.sleep(for: delay)
     }
 }

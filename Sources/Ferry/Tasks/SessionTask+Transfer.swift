@@ -57,7 +57,8 @@ extension SessionTask {
     /// Records that bytes moved now (for the idle timeout).
     func touch() { storage.withLock { $0.lastActivity = .now } }
 
-    /// Marks the task as waiting for (or holding) a connection slot; waiting is not idleness.
+    /// Marks the task as waiting (for a connection slot, or before a retry) or done waiting;
+    /// waiting is not idleness.
     func setQueued(_ queued: Bool) {
         storage.withLock { storage in
             storage.queued = queued

@@ -61,7 +61,7 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
         var pauseWaiters: [CheckedContinuation<Void, Never>] = []
         var transfer: Task<Void, Never>?
         var lastActivity = ContinuousClock.now
-        /// Waiting for a connection slot: the idle timeout does not run.
+        /// Waiting for a connection slot or before a retry: the idle timeout does not run.
         var queued = false
         var startedAt: ContinuousClock.Instant?
         var outcome: TaskOutcome?
