@@ -126,10 +126,11 @@ struct SchedulingTests {
 
     /// Waiting out a retry's delay is not idleness: a server's `Retry-After` longer than the
     /// idle timeout must not fail the task. (The check runs after twice the idle timeout: a
-    /// slower machine only makes it stricter.)
+    /// slower machine only makes it stricter. The timeout is long enough for the requests
+    /// themselves on a loaded machine.)
     @Test func waitingBeforeARetryIsNotIdleness() async throws {
         try await withServer { server in
-            let session = try makeSession { $0.timeoutIntervalForRequest = 1 }
+            let session = try makeSession { $0.timeoutIntervalForRequest = 4 }
             let directory = try makeTemporaryDirectory()
             let sleeper = session.downloadTask(
                 with: server.url("/bytes/1000?fail-first=1&retry-after=3600"),
@@ -139,9 +140,14 @@ struct SchedulingTests {
             let events = sleeper.events
             sleeper.resume()
             for await event in events {
-                if case .willRetry = event { break }
+                if case .willRetry(_, let delay, let error) = event {
+                    // The server's answer, not a timeout, sent it to sleep for an hour.
+                    #expect(error.reason == .unacceptableStatusCode(503))
+                    #expect(delay == 3600)
+                    break
+                }
             }
-            try await Task.sleep(for: .seconds(3))
+            try await Task.sleep(for: .seconds(9))
             #expect(sleeper.state == .running, "the task ended: \(String(describing: sleeper.error))")
             let ending = sleeper.events
             sleeper.cancel()

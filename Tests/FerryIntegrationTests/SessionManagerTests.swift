@@ -114,6 +114,109 @@ struct SessionManagerTests {
     }
 }
 
+/// The AFNetworking-shaped calls: progress, success, failure, and the task returned.
+@Suite("HTTPSessionManager callbacks with httpbin", .serialized, .enabled(if: Httpbin.enabled))
+struct SessionManagerCallbackTests {
+    enum Outcome: Sendable {
+        case success(DataTask, HttpbinEcho)
+        case failure(DataTask?, FerryError)
+    }
+
+    func api(_ httpbin: Httpbin) throws -> HTTPSessionManager<DecodableResponseSerializer<HttpbinEcho>> {
+        try HTTPSessionManager(
+            baseURL: URL(string: httpbin.url("/anything/")),
+            responseSerializer: .decodable(HttpbinEcho.self)
+        )
+    }
+
+    @Test func getCallsProgressThenSuccessWithTheReturnedTask() async throws {
+        try await withHttpbin { httpbin in
+            let (outcomes, continuation) = AsyncStream.makeStream(of: Outcome.self)
+            let progress = MutexBox<[TransferProgress]>([])
+            let returned = try api(httpbin).get(
+                "items",
+                parameters: ["q": "1"],
+                progress: { value in progress.mutate { $0.append(value) } },
+                success: { task, echo in continuation.yield(.success(task, echo)) },
+                failure: { task, error in continuation.yield(.failure(task, error)) }
+            )
+            var first: Outcome?
+            for await outcome in outcomes {
+                first = outcome
+                break
+            }
+            guard case .success(let task, let echo) = first else {
+                Issue.record("no success: \(String(describing: first))")
+                return
+            }
+            #expect(task === returned)
+            #expect(echo.args == ["q": "1"])
+            let last = try #require(progress.value.last)
+            #expect(last.completedBytes == last.totalBytes && last.completedBytes > 0)
+        }
+    }
+
+    @Test func failuresCarryTheTaskOrNilWhenNoneWasMade() async throws {
+        try await withHttpbin { httpbin in
+            let plain = try HTTPSessionManager(baseURL: URL(string: httpbin.url("/")))
+            let (outcomes, continuation) = AsyncStream.makeStream(of: (DataTask?, FerryError).self)
+            let returned = plain.delete(
+                "status/404",
+                success: { _, _ in Issue.record("a 404 succeeded") },
+                failure: { task, error in continuation.yield((task, error)) }
+            )
+            let unbuilt = plain.get(
+                "ftp://files.example/x",
+                success: { _, _ in Issue.record("an ftp URL succeeded") },
+                failure: { task, error in continuation.yield((task, error)) }
+            )
+            #expect(unbuilt == nil)
+            var heard: [(DataTask?, FerryError)] = []
+            for await outcome in outcomes {
+                heard.append(outcome)
+                if heard.count == 2 { break }
+            }
+            let notFound = try #require(heard.first { $0.1.reason == .unacceptableStatusCode(404) })
+            #expect(notFound.0 === returned)
+            let invalid = try #require(heard.first { $0.1.reason == .invalidURL })
+            #expect(invalid.0 == nil)
+        }
+    }
+
+    @Test func multipartPostReportsUploadProgress() async throws {
+        try await withHttpbin { httpbin in
+            let file = try makeTemporaryDirectory().appendingPathComponent("big.bin")
+            try Data(repeating: 0x61, count: 1_000_000).write(to: file)
+            let (outcomes, continuation) = AsyncStream.makeStream(of: Outcome.self)
+            let progress = MutexBox<[TransferProgress]>([])
+            try api(httpbin).post(
+                "upload",
+                parameters: ["album": "2026"],
+                constructingBody: { form in try form.append(fileURL: file, name: "attachment") },
+                progress: { value in progress.mutate { $0.append(value) } },
+                success: { task, echo in continuation.yield(.success(task, echo)) },
+                failure: { task, error in continuation.yield(.failure(task, error)) }
+            )
+            var first: Outcome?
+            for await outcome in outcomes {
+                first = outcome
+                break
+            }
+            guard case .success(_, let echo) = first else {
+                Issue.record("no success: \(String(describing: first))")
+                return
+            }
+            #expect(echo.form == ["album": "2026"])
+            #expect(echo.files["attachment"]?.count == 1_000_000)
+            let sent = progress.value.map(\.completedBytes)
+            #expect(sent == sent.sorted() && sent.count >= 1)
+            #expect(
+                progress.value.last.map { $0.completedBytes == $0.totalBytes && $0.completedBytes > 1_000_000 } == true
+            )
+        }
+    }
+}
+
 /// RFC 3986 resolution of paths against the base URL, as AFNetworking's
 /// `URLWithString:relativeToURL:` (no server needed).
 @Suite("HTTPSessionManager URLs")

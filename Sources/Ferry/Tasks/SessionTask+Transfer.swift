@@ -171,6 +171,7 @@ extension SessionTask {
         storage.withLock { storage in
             storage.bytesReceived += Int64(buffer.count)
             storage.lastActivity = .now
+            countReceivedForProgress(Int64(buffer.count), in: &storage)
             if publishData && (delegateWants || hasListeners(storage)) {
                 publish(.data(Data(buffer)), in: &storage)
             }
@@ -207,7 +208,10 @@ extension SessionTask {
                     totalBytesExpectedToWrite: storage.bytesExpectedToReceive
                 )
             }
-            if shouldPublish { publish(event, in: &storage) }
+            if shouldPublish {
+                publish(event, in: &storage)
+                reportProgress(upload: direction == .sent, in: &storage)
+            }
         }
     }
 
@@ -299,6 +303,7 @@ extension SessionTask {
             taskInterval: DateInterval(start: start, end: end)
         )
         storage.metrics = metrics
+        if error == nil { reportFinalProgress(in: &storage) }
         publish(.finishedCollectingMetrics(metrics), in: &storage)
         publish(.completed(error), in: &storage)
         let completion = Completion(

@@ -66,6 +66,8 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
         var startedAt: ContinuousClock.Instant?
         var outcome: TaskOutcome?
         var completionHandler: (@Sendable (SessionTask, FerryError?) -> Void)?
+        var uploadProgressHandler: ProgressHandler?
+        var downloadProgressHandler: ProgressHandler?
         var resumedAt: Date?
         var transactions: [TransactionMetrics] = []
         var metrics: TaskMetrics?
