@@ -94,17 +94,7 @@ struct SchedulingTests {
     @Test func aTaskSleepingBeforeARetryHoldsNoSlot() async throws {
         try await withServer { server in
             let session = try makeSession { $0.httpMaximumConnectionsPerHost = 1 }
-            let directory = try makeTemporaryDirectory()
-            let sleeper = session.downloadTask(
-                with: server.url("/bytes/1000?fail-first=1&retry-after=3600"),
-                to: .file(directory.appendingPathComponent("later.bin"))
-            )
-            sleeper.retryPolicy = RetryPolicy(maximumRetries: 1, maximumRetryAfter: 3600)
-            let events = sleeper.events
-            sleeper.resume()
-            for await event in events {
-                if case .willRetry = event { break }
-            }
+            let sleeper = try await startSleeper(in: session, server: server)
             // The bound only turns a hang into a failure; the other task needs milliseconds.
             let other: Data? = try await withThrowingTaskGroup(of: Data?.self) { group in
                 group.addTask { try await session.data(from: server.url("/bytes/10")).0 }
@@ -131,22 +121,7 @@ struct SchedulingTests {
     @Test func waitingBeforeARetryIsNotIdleness() async throws {
         try await withServer { server in
             let session = try makeSession { $0.timeoutIntervalForRequest = 4 }
-            let directory = try makeTemporaryDirectory()
-            let sleeper = session.downloadTask(
-                with: server.url("/bytes/1000?fail-first=1&retry-after=3600"),
-                to: .file(directory.appendingPathComponent("later.bin"))
-            )
-            sleeper.retryPolicy = RetryPolicy(maximumRetries: 1, maximumRetryAfter: 3600)
-            let events = sleeper.events
-            sleeper.resume()
-            for await event in events {
-                if case .willRetry(_, let delay, let error) = event {
-                    // The server's answer, not a timeout, sent it to sleep for an hour.
-                    #expect(error.reason == .unacceptableStatusCode(503))
-                    #expect(delay == 3600)
-                    break
-                }
-            }
+            let sleeper = try await startSleeper(in: session, server: server)
             try await Task.sleep(for: .seconds(9))
             #expect(sleeper.state == .running, "the task ended: \(String(describing: sleeper.error))")
             let ending = sleeper.events
@@ -154,5 +129,26 @@ struct SchedulingTests {
             let end = await collectEvents(ending).last?.completionError ?? nil
             #expect(end?.reason == .cancelled)
         }
+    }
+
+    /// A download the server tells to come back in an hour (503 with `Retry-After: 3600`),
+    /// returned once it has gone to sleep before its retry.
+    private func startSleeper(in session: Session, server: FerryTestServer) async throws -> DownloadTask {
+        let sleeper = session.downloadTask(
+            with: server.url("/bytes/1000?fail-first=1&retry-after=3600"),
+            to: .file(try makeTemporaryDirectory().appendingPathComponent("later.bin"))
+        )
+        sleeper.retryPolicy = RetryPolicy(maximumRetries: 1, maximumRetryAfter: 3600)
+        let events = sleeper.events
+        sleeper.resume()
+        for await event in events {
+            if case .willRetry(_, let delay, let error) = event {
+                // The server's answer, not a timeout, sent it to sleep for an hour.
+                #expect(error.reason == .unacceptableStatusCode(503))
+                #expect(delay == 3600)
+                break
+            }
+        }
+        return sleeper
     }
 }

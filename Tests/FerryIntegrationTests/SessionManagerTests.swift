@@ -122,6 +122,11 @@ struct SessionManagerCallbackTests {
         case failure(DataTask?, FerryError)
     }
 
+    func firstOf(_ outcomes: AsyncStream<Outcome>) async -> Outcome? {
+        for await outcome in outcomes { return outcome }
+        return nil
+    }
+
     func api(_ httpbin: Httpbin) throws -> HTTPSessionManager<DecodableResponseSerializer<HttpbinEcho>> {
         try HTTPSessionManager(
             baseURL: URL(string: httpbin.url("/anything/")),
@@ -140,11 +145,7 @@ struct SessionManagerCallbackTests {
                 success: { task, echo in continuation.yield(.success(task, echo)) },
                 failure: { task, error in continuation.yield(.failure(task, error)) }
             )
-            var first: Outcome?
-            for await outcome in outcomes {
-                first = outcome
-                break
-            }
+            let first = await firstOf(outcomes)
             guard case .success(let task, let echo) = first else {
                 Issue.record("no success: \(String(describing: first))")
                 return
@@ -197,11 +198,7 @@ struct SessionManagerCallbackTests {
                 success: { task, echo in continuation.yield(.success(task, echo)) },
                 failure: { task, error in continuation.yield(.failure(task, error)) }
             )
-            var first: Outcome?
-            for await outcome in outcomes {
-                first = outcome
-                break
-            }
+            let first = await firstOf(outcomes)
             guard case .success(_, let echo) = first else {
                 Issue.record("no success: \(String(describing: first))")
                 return
