@@ -231,7 +231,10 @@ package actor BackgroundDaemon {
         try store.update(id) { $0.state = .running }
         running[id] = transfer
         let checkpoint = store.resumeData(for: BackgroundTaskRecord.resumeKey(for: id))?.bytesOnDisk ?? 0
-        let held = checkpoint > 0 ? " (a checkpoint holds \(checkpoint) bytes)" : ""
+        let held =
+            checkpoint > 0
+            ? " (a checkpoint holds \(checkpoint) bytes)"
+            : record.bytesReceived > 0 ? " (no checkpoint of the \(record.bytesReceived) bytes seen: from byte 0)" : ""
         logger.info("task \(id) started: \(record.url) → \(record.destination)\(held)")
         let events = transfer.events
         transfer.resume()
