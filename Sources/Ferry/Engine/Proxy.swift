@@ -10,6 +10,7 @@ public import Foundation
 ///                             bypass: ["localhost", ".internal"])
 /// ```
 public struct Proxy: Sendable, Hashable {
+    /// How Ferry speaks to the proxy.
     public enum Kind: Sendable, Hashable {
         /// An HTTP proxy, spoken to with `CONNECT`; `Proxy-Authorization: Basic` when a
         /// credential is given.
