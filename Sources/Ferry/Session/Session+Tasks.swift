@@ -15,19 +15,6 @@ extension Session {
     /// A data task for a GET of `url`.
     public func dataTask(with url: URL) -> DataTask { dataTask(with: URLRequest(url: url)) }
 
-    /// A data task that calls `completionHandler` once, after the delegate's
-    /// `didCompleteWithError`, with the body, the response and the error.
-    public func dataTask(
-        with request: URLRequest,
-        completionHandler: @escaping @Sendable (Data?, HTTPResponse?, FerryError?) -> Void
-    ) -> DataTask {
-        let task = dataTask(with: request)
-        task.setCompletionHandler { task, error in
-            completionHandler(error == nil ? (task as? DataTask)?.receivedData : nil, task.response, error)
-        }
-        return task
-    }
-
     // MARK: Upload tasks
 
     /// An upload task sending `data` as the body.
@@ -80,19 +67,6 @@ extension Session {
         var request = URLRequest(url: url, method: method)
         request.setValue(Self.mimeType(forFileNamed: fileURL.lastPathComponent), forHTTPHeaderField: "Content-Type")
         return try await upload(for: request, fromFile: fileURL)
-    }
-
-    /// An upload task with a completion handler.
-    public func uploadTask(
-        with request: URLRequest,
-        fromFile fileURL: URL,
-        completionHandler: @escaping @Sendable (Data?, HTTPResponse?, FerryError?) -> Void
-    ) -> UploadTask {
-        let task = uploadTask(with: request, fromFile: fileURL)
-        task.setCompletionHandler { task, error in
-            completionHandler(error == nil ? (task as? DataTask)?.receivedData : nil, task.response, error)
-        }
-        return task
     }
 
     private func makeUploadTask(_ request: URLRequest, _ body: Result<RequestBody, FerryError>) -> UploadTask {
@@ -148,7 +122,7 @@ extension Session {
     }
 
     /// A registered download task that continues from `resumeData`.
-    private func resumingTask(
+    func resumingTask(
         _ resumeData: ResumeData,
         delivery: DownloadDelivery,
         headers: [String: String]
@@ -175,19 +149,6 @@ extension Session {
     /// A download task for a GET of `url`.
     public func downloadTask(with url: URL, to destination: DownloadDestination? = nil) -> DownloadTask {
         downloadTask(with: URLRequest(url: url), to: destination)
-    }
-
-    /// A download task whose completion handler gets the final file URL.
-    public func downloadTask(
-        with request: URLRequest,
-        to destination: DownloadDestination,
-        completionHandler: @escaping @Sendable (URL?, HTTPResponse?, FerryError?) -> Void
-    ) -> DownloadTask {
-        let task = downloadTask(with: request, to: destination)
-        task.setCompletionHandler { task, error in
-            completionHandler(error == nil ? (task as? DownloadTask)?.fileURL : nil, task.response, error)
-        }
-        return task
     }
 
     // MARK: async / await
