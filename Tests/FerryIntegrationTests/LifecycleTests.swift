@@ -201,4 +201,16 @@ struct LifecycleTests {
             #expect(sawInvalid)
         }
     }
+
+    /// Issue 15.7: as with URLSession, invalidating the shared session has no effect (it
+    /// would break every later user in the process).
+    @Test func invalidatingTheSharedSessionHasNoEffect() async throws {
+        try await withServer { server in
+            Session.shared.invalidateAndCancel()
+            Session.shared.finishTasksAndInvalidate()
+            let (data, response) = try await Session.shared.data(from: server.url("/bytes/10"))
+            #expect(response.statusCode == 200)
+            #expect(data == TestContent.data(size: 10))
+        }
+    }
 }

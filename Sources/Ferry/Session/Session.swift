@@ -88,10 +88,16 @@ public final class Session: Sendable {
     }
 
     /// A session with the default configuration and no delegate, shared by the process.
+    /// Invalidating it has no effect: the whole process uses it.
     public static let shared: Session = {
         // `.default` always validates; the fallback exists only to avoid a crash path.
-        (try? Session(configuration: .default)) ?? Session(unvalidated: .default)
+        let session = (try? Session(configuration: .default)) ?? Session(unvalidated: .default)
+        session.isShared.store(true, ordering: .relaxed)
+        return session
     }()
+
+    /// Set on ``shared`` only (read without touching `shared`, which would create it).
+    private let isShared = Atomic(false)
 
     private init(unvalidated configuration: SessionConfiguration) {
         self.configuration = configuration
@@ -125,7 +131,9 @@ public final class Session: Sendable {
     // MARK: Invalidation
 
     /// Lets running and already created tasks finish, refuses new ones, then invalidates.
+    /// Has no effect on ``shared``, which the whole process uses (as with URLSession's).
     public func finishTasksAndInvalidate() {
+        guard !isShared.load(ordering: .relaxed) else { return }
         let done: Bool = state.withLock { state in
             guard state.invalidation == .valid else { return false }
             state.invalidation = .finishing
@@ -134,8 +142,10 @@ public final class Session: Sendable {
         if done { invalidate() }
     }
 
-    /// Cancels every task, refuses new ones, then invalidates.
+    /// Cancels every task, refuses new ones, then invalidates. Has no effect on ``shared``,
+    /// which the whole process uses (as with URLSession's).
     public func invalidateAndCancel() {
+        guard !isShared.load(ordering: .relaxed) else { return }
         let tasks: [SessionTask] = state.withLock { state in
             guard state.invalidation == .valid else { return [] }
             state.invalidation = .finishing
