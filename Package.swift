@@ -119,7 +119,7 @@ let package = Package(
         // In-process clients for Benchmarks/run: Ferry and the peers it is measured against.
         .executableTarget(
             name: "bench-ferry",
-            dependencies: ["Ferry"],
+            dependencies: ["Ferry", .product(name: "Crypto", package: "swift-crypto")],
             path: "Benchmarks/Sources/bench-ferry",
             swiftSettings: strictSwift6
         ),

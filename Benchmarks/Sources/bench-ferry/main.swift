@@ -4,6 +4,9 @@
 //   bench-ferry download URL FILE          one download into FILE
 //   bench-ferry gets URL COUNT             COUNT sequential GETs, prints {"seconds": …}
 //   bench-ferry many LIST DIR CONNECTIONS  every URL of LIST into DIR, CONNECTIONS per host
+//   bench-ferry bytes URL                  streams the body through bytes(for:), prints
+//                                          "COUNT SHA256" (the tests' bounded-memory check)
+import Crypto
 import Ferry
 import Foundation
 
@@ -15,11 +18,12 @@ struct BenchFerry {
             switch (arguments.first, arguments.count) {
             case ("download", 3): try await download(arguments[1], to: arguments[2])
             case ("gets", 3): try await gets(arguments[1], count: Int(arguments[2]) ?? 0)
+            case ("bytes", 2): try await bytes(arguments[1])
             case ("many", 4):
                 try await many(list: arguments[1], into: arguments[2], connections: Int(arguments[3]) ?? 6)
             default:
                 FileHandle.standardError.write(
-                    Data("usage: bench-ferry download URL FILE | gets URL COUNT | many LIST DIR N\n".utf8)
+                    Data("usage: bench-ferry download URL FILE | gets URL COUNT | many LIST DIR N | bytes URL\n".utf8)
                 )
                 exit(64)
             }
@@ -38,6 +42,19 @@ struct BenchFerry {
         let session = try Session(configuration: .ephemeral)
         let (_, response) = try await session.download(from: url(source), to: .file(URL(fileURLWithPath: path)))
         guard response.statusCode == 200 else { throw FerryError(.badServerResponse, "HTTP \(response.statusCode)") }
+    }
+
+    static func bytes(_ source: String) async throws {
+        let session = try Session(configuration: .ephemeral)
+        let (bytes, response) = try await session.bytes(from: url(source))
+        guard response.statusCode == 200 else { throw FerryError(.badServerResponse, "HTTP \(response.statusCode)") }
+        var hasher = SHA256()
+        var count = 0
+        for try await chunk in bytes.chunks {
+            hasher.update(data: chunk)
+            count += chunk.count
+        }
+        print("\(count) \(hasher.finalize().map { String(format: "%02x", $0) }.joined())")
     }
 
     static func gets(_ source: String, count: Int) async throws {

@@ -2,6 +2,10 @@ import Foundation
 import NIOCore
 import Synchronization
 
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -10,12 +14,16 @@ import Darwin
 
 /// A request body that is produced lazily, in bounded chunks, as the connection asks.
 ///
-/// `Data` and file bodies can be produced again from the start (for 307 / 308 redirects);
-/// a stream body is one-shot. A file is read 256 KiB at a time and never loaded whole.
+/// `Data`, file and provided bodies can be produced again from the start (for 307 / 308
+/// redirects and authentication challenges); a stream body is one-shot. A file is read
+/// 256 KiB at a time and never loaded whole.
 enum RequestBody: Sendable {
     case data(Data)
     case file(URL, length: Int64)
     case stream(ByteChunks, length: Int64?)
+    /// A fresh stream from the caller's provider each time the body is sent (URLSession's
+    /// `needNewBodyStream`).
+    case provided(ByteChunks, length: Int64?)
     case multipart(MultipartFormData)
 
     static let chunkSize = 256 * 1024
@@ -25,7 +33,7 @@ enum RequestBody: Sendable {
         switch self {
         case .data(let data): Int64(data.count)
         case .file(_, let length): length
-        case .stream(_, let length): length
+        case .stream(_, let length), .provided(_, let length): length
         case .multipart(let form): form.contentLength
         }
     }
@@ -34,8 +42,26 @@ enum RequestBody: Sendable {
         switch self {
         case .stream: false
         case .multipart(let form): form.isReplayable
-        case .data, .file: true
+        case .data, .file, .provided: true
         }
+    }
+
+    /// The body of `request` as Foundation holds it: `httpBody`, or `httpBodyStream` (read
+    /// once, in order; its length from the request's `Content-Length`, or sent chunked).
+    ///
+    /// - Throws: ``FerryError/Reason/invalidRequest`` for a `Content-Length` that is not a
+    ///   length.
+    static func of(_ request: URLRequest) throws(FerryError) -> RequestBody? {
+        if let data = request.httpBody { return .data(data) }
+        guard let stream = request.httpBodyStream else { return nil }
+        var length: Int64?
+        if let field = request.value(forHTTPHeaderField: "Content-Length") {
+            guard let value = Int64(field.trimmingCharacters(in: .whitespaces)), value >= 0 else {
+                throw FerryError(.invalidRequest, "The request's Content-Length '\(field)' is not a length.")
+            }
+            length = value
+        }
+        return .stream(.oneShot(InputStreamChunks(stream)), length: length)
     }
 
     /// A body for a file whose size is read now, once.
@@ -68,7 +94,7 @@ enum RequestBody: Sendable {
                 let reader = FileChunkReader(url: url, expectedLength: length)
                 return ByteChunks.Iterator { try reader.next() }
             }
-        case .stream(let chunks, _):
+        case .stream(let chunks, _), .provided(let chunks, _):
             return chunks
         case .multipart(let form):
             return form.chunks()
@@ -106,16 +132,82 @@ struct ByteChunks: AsyncSequence, Sendable {
                     throw FerryError(.bodyNotReplayable, "A stream body can be sent only once.")
                 }
             }
-            var iterator = source.makeAsyncIterator()
+            return buffers(of: source.makeAsyncIterator())
+        }
+    }
+
+    /// A body that asks `provider` for a new sequence each time it is sent from the start.
+    static func provided<Source: AsyncSequence & Sendable>(
+        by provider: @escaping @Sendable () async throws -> Source
+    ) -> ByteChunks where Source.Element: DataProtocol {
+        ByteChunks {
+            var current: Iterator?
             return Iterator {
-                while let element = try await iterator.next() {
-                    if element.isEmpty { continue }
-                    var buffer = ByteBuffer()
-                    buffer.writeBytes(element)
-                    return buffer
+                if current == nil {
+                    do {
+                        current = buffers(of: try await provider().makeAsyncIterator())
+                    } catch {
+                        throw FerryError(.uploadBodyFailed, "The body provider failed.", underlying: error)
+                    }
                 }
+                return try await current?.next()
+            }
+        }
+    }
+
+    /// The elements of `iterator` as byte buffers, empty ones skipped.
+    private static func buffers<Base: AsyncIteratorProtocol>(of iterator: Base) -> Iterator
+    where Base.Element: DataProtocol {
+        var iterator = iterator
+        return Iterator {
+            while let element = try await iterator.next() {
+                if element.isEmpty { continue }
+                var buffer = ByteBuffer()
+                buffer.writeBytes(element)
+                return buffer
+            }
+            return nil
+        }
+    }
+}
+
+/// A Foundation `InputStream` (a request's `httpBodyStream`) as an async sequence of chunks,
+/// read 64 KiB at a time.
+///
+/// `@unchecked Sendable`: the stream is touched only by the one iterator that
+/// ``ByteChunks/oneShot(_:)`` lets exist, which reads it in order from one task at a time.
+struct InputStreamChunks: AsyncSequence, @unchecked Sendable {
+    typealias Element = Data
+    let stream: InputStream
+
+    init(_ stream: InputStream) { self.stream = stream }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(stream: stream) }
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let stream: InputStream
+        var opened = false
+
+        mutating func next() async throws -> Data? {
+            if !opened {
+                stream.open()
+                opened = true
+            }
+            var chunk = Data(count: 64 * 1024)
+            let count = chunk.withUnsafeMutableBytes { bytes in
+                guard let base = bytes.baseAddress else { return 0 }
+                return stream.read(base.assumingMemoryBound(to: UInt8.self), maxLength: bytes.count)
+            }
+            if count < 0 {
+                let reason = stream.streamError.map { "\($0)" } ?? "an unknown error"
+                stream.close()
+                throw FerryError(.uploadBodyFailed, "Reading the request's httpBodyStream failed: \(reason).")
+            }
+            if count == 0 {
+                stream.close()
                 return nil
             }
+            return chunk.prefix(count)
         }
     }
 }

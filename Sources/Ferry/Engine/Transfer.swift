@@ -53,6 +53,23 @@ final class Transfer: Sendable {
     }
 
     var configuration: SessionConfiguration { session.configuration }
+
+    /// The request's own `timeoutInterval` when it was set (anything but Foundation's
+    /// default of 60 s), else the configuration's `timeoutIntervalForRequest`: as with
+    /// URLSession, one request may have a shorter or longer idle timeout than its session.
+    var idleTimeout: TimeInterval {
+        let requested = origin.originalRequest.timeoutInterval
+        return requested > 0 && requested != Self.foundationDefaultTimeout
+            ? requested : configuration.timeoutIntervalForRequest
+    }
+
+    private var idleTimeoutSource: String {
+        idleTimeout == configuration.timeoutIntervalForRequest
+            ? "timeoutIntervalForRequest" : "the request's timeoutInterval"
+    }
+
+    /// `URLRequest(url:)`'s `timeoutInterval`.
+    static let foundationDefaultTimeout: TimeInterval = 60
     var engine: Engine { session.engine }
     /// The task this transfer was started for.
     var task: SessionTask { origin }
@@ -96,7 +113,7 @@ final class Transfer: Sendable {
     /// cancellation of the transfer's Swift task; ``ferryError(from:)`` then reports the
     /// timeout, and a download keeps its bytes for a resume, as after any failure.
     func checkTimeouts() {
-        let idle = Duration.seconds(configuration.timeoutIntervalForRequest)
+        let idle = Duration.seconds(idleTimeout)
         let resource = Duration.seconds(configuration.timeoutIntervalForResource)
         let deadlines = active.withLock { $0 }.timeoutDeadlines(idle: idle, resource: resource)
         let now = ContinuousClock.now
@@ -109,7 +126,7 @@ final class Transfer: Sendable {
         } else if let idleDeadline = deadlines.idle, now >= idleDeadline {
             timeout = FerryError(
                 .timedOut(.idle),
-                "No data moved for \(configuration.timeoutIntervalForRequest) s (timeoutIntervalForRequest)."
+                "No data moved for \(idleTimeout) s (\(idleTimeoutSource))."
             )
         } else {
             return
@@ -125,6 +142,11 @@ final class Transfer: Sendable {
         switch origin.plan {
         case .download(let delivery, let resume):
             return try await download(delivery: delivery, resume: resume)
+        case .stream(let sink):
+            let request = origin.originalRequest
+            return try await send(request, body: try RequestBody.of(request)) { body, head in
+                try await stream(body, head: head, to: sink)
+            }
         case .data, .upload:
             let request = origin.originalRequest
             if case .data = origin.plan, let cache = configuration.responseCache,
@@ -132,16 +154,16 @@ final class Transfer: Sendable {
             {
                 return try await loadThroughCache(request, cache: cache)
             }
-            return try await send(request, body: initialBody(for: request)) { body, head in
+            let body = try initialBody(for: request)
+            return try await send(request, body: body) { body, head in
                 try await consumeInMemory(body, head: head)
             }
         }
     }
 
-    private func initialBody(for request: URLRequest) -> RequestBody? {
+    private func initialBody(for request: URLRequest) throws(FerryError) -> RequestBody? {
         if case .upload(let body) = origin.plan { return body }
-        if let data = request.httpBody { return .data(data) }
-        return nil
+        return try RequestBody.of(request)
     }
 
     // MARK: Errors

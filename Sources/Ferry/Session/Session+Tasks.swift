@@ -41,6 +41,31 @@ extension Session {
         makeUploadTask(request, .success(.stream(.oneShot(stream), length: length)))
     }
 
+    /// An upload task whose body comes from `bodyProvider`, asked for a new sequence each
+    /// time the body is sent from the start: URLSession's `needNewBodyStream`. Unlike a
+    /// one-shot stream, such a body is sent again after a 307 / 308 redirect, an
+    /// authentication challenge or an interceptor's retry.
+    ///
+    /// ```swift
+    /// let task = session.uploadTask(with: request, length: size) {
+    ///     try FileHandle(forReadingFrom: file).bytes  // any AsyncSequence of bytes
+    /// }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - length: The exact length of every sequence, sent as `Content-Length`; `nil` sends
+    ///     the body chunked.
+    ///   - bodyProvider: Makes the body's sequence; called when the body is first sent and
+    ///     again for each resend. An error it throws fails the task with
+    ///     ``FerryError/Reason/uploadBodyFailed``.
+    public func uploadTask<Stream: AsyncSequence & Sendable>(
+        with request: URLRequest,
+        length: Int64?,
+        bodyProvider: @escaping @Sendable () async throws -> Stream
+    ) -> UploadTask where Stream.Element: DataProtocol {
+        makeUploadTask(request, .success(.provided(.provided(by: bodyProvider), length: length)))
+    }
+
     /// An upload task sending a `multipart/form-data` body, streamed with an exact
     /// `Content-Length`; sets `Content-Type` (with the boundary) unless the request has one.
     public func uploadTask(with request: URLRequest, multipartFormData form: MultipartFormData) -> UploadTask {
@@ -212,6 +237,16 @@ extension Session {
         length: Int64?
     ) async throws(FerryError) -> (Data, HTTPResponse) where Stream.Element: DataProtocol {
         try await runUpload(uploadTask(with: request, fromStream: stream, length: length))
+    }
+
+    /// Uploads a body from `bodyProvider`, which is asked again whenever the body must be sent
+    /// again (redirects, challenges); see ``uploadTask(with:length:bodyProvider:)``.
+    public func upload<Stream: AsyncSequence & Sendable>(
+        for request: URLRequest,
+        length: Int64?,
+        bodyProvider: @escaping @Sendable () async throws -> Stream
+    ) async throws(FerryError) -> (Data, HTTPResponse) where Stream.Element: DataProtocol {
+        try await runUpload(uploadTask(with: request, length: length, bodyProvider: bodyProvider))
     }
 
     /// Downloads `request`. With a `destination` the returned URL is there; without one it is

@@ -126,6 +126,8 @@ enum DownloadDelivery: Sendable {
 /// What a task's transfer does with bodies.
 enum TransferPlan: Sendable {
     case data
+    /// The body goes, as it arrives, to the reader of ``Session/bytes(for:)``.
+    case stream(ResponseStreamSink)
     case upload(RequestBody)
     case download(DownloadDelivery, resume: ResumeData?)
 }

@@ -321,6 +321,7 @@ extension SessionTask {
         // Out of the session's list before anyone hears of the end: `allTasks` (URLSession's
         // getAllTasks) never lists a task whose caller was told it finished.
         session?.taskDidComplete(self)
+        if case .stream(let sink) = plan { sink.taskCompleted(with: storage.withLock { $0.error }) }
         for stream in completion.streams { stream.finish() }
         for waiter in completion.waiters { waiter.resume() }
     }

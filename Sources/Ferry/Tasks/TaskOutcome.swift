@@ -8,6 +8,8 @@ enum TaskOutcome: Sendable {
     case file(URL)
     /// A data task whose body went to a download task.
     case becameDownload
+    /// A streamed body, already handed to its reader (``Session/bytes(for:)``).
+    case streamed
 
     var data: Data? {
         if case .data(let data) = self { return data }

@@ -1,0 +1,26 @@
+import Foundation
+
+/// A streamed response (``Session/bytes(for:)``): the head goes to the caller as soon as it
+/// is final, the body into a ``ResponseStreamSink`` at the reader's pace.
+extension Transfer {
+    /// Hands the final response to `sink`, then its body chunk by chunk. Any status is handed
+    /// over, as `data(for:)` does: the reader judges it.
+    ///
+    /// The loop waits while the task is suspended and while the reader is behind; neither
+    /// counts as idleness. The task completes (and the sequence ends) once the last chunk was
+    /// handed over.
+    func stream(_ body: ResponseBody, head: HTTPResponse, to sink: ResponseStreamSink) async throws -> TaskOutcome {
+        origin.didReceive(response: head)
+        sink.deliver(head)
+        let task = origin
+        var iterator = body.makeAsyncIterator()
+        while true {
+            try await task.waitWhilePaused()
+            guard let chunk = try await iterator.next() else { break }
+            chunk.withUnsafeReadableBytes { task.didReceive(data: $0, publishData: false) }
+            try await sink.yield(chunk) { task.setQueued($0) }
+        }
+        guard task.transferWillFinish() else { throw CancellationError() }
+        return .streamed
+    }
+}

@@ -1,0 +1,47 @@
+public import Foundation
+
+#if canImport(FoundationNetworking)
+public import FoundationNetworking
+#endif
+
+extension Session {
+    // MARK: Streamed responses
+
+    /// Starts loading `request` and returns as soon as the final response head is in (after
+    /// redirects and challenges), with its body as an async sequence read as it arrives.
+    ///
+    /// Like URLSession's `bytes(for:)`: memory stays constant however large the body, since
+    /// the transfer reads from the connection only as fast as the sequence is read, and a
+    /// reader that stops reading (or is cancelled) cancels the transfer. Any status is a
+    /// response; check it before reading.
+    ///
+    /// ```swift
+    /// let (bytes, response) = try await session.bytes(for: URLRequest(url: feed))
+    /// for try await event in bytes.lines where event.hasPrefix("data: ") { print(event) }
+    /// ```
+    ///
+    /// - Parameter request: The request; a body in `httpBody` is sent with it.
+    /// - Returns: The body's bytes (with its ``ResponseBytes/task``) and the response.
+    /// - Throws: ``FerryError`` when the task fails before a final response; cancelling the
+    ///   calling Swift task while it waits cancels the transfer.
+    public func bytes(for request: URLRequest) async throws(FerryError) -> (ResponseBytes, HTTPResponse) {
+        let sink = ResponseStreamSink()
+        let task = register { DataTask(identifier: $0, request: request, plan: .stream(sink), session: self) }
+        sink.demand.setOnTerminate { [weak task] in task?.cancel() }
+        // Made before the task starts: whatever happens, the sequence's end has a reader
+        // to tell, and a reader that drops it cancels the task.
+        let bytes = ResponseBytes(task: task, sink: sink)
+        let head = await withTaskCancellationHandler {
+            task.resume()
+            return await sink.head()
+        } onCancel: {
+            task.cancel()
+        }
+        return (bytes, try head.get())
+    }
+
+    /// Starts a GET of `url`; see ``bytes(for:)``.
+    public func bytes(from url: URL) async throws(FerryError) -> (ResponseBytes, HTTPResponse) {
+        try await bytes(for: URLRequest(url: url))
+    }
+}
