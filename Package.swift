@@ -116,6 +116,13 @@ let package = Package(
             path: "Examples/BackgroundDownload",
             swiftSettings: strictSwift6
         ),
+        // AFNetworking snippets rewritten with Ferry; the tests run it against httpbin and nginx.
+        .executableTarget(
+            name: "afnetworking-migration",
+            dependencies: ["Ferry"],
+            path: "Examples/AFNetworkingMigration",
+            swiftSettings: strictSwift6
+        ),
         // In-process clients for Benchmarks/run: Ferry and the peers it is measured against.
         .executableTarget(
             name: "bench-ferry",

@@ -64,6 +64,37 @@ struct SchedulingTests {
         }
     }
 
+    /// Tasks waiting for an origin's one connection start by priority, then in the order
+    /// they were resumed; the slot is held meanwhile by a streamed response nobody reads.
+    @Test func waitingTasksStartByPriority() async throws {
+        try await withServer { server in
+            let session = try makeSession { $0.httpMaximumConnectionsPerHost = 1 }
+            let (holder, _) = try await session.bytes(from: server.url("/bytes/\(64 << 20)"))
+            let priorities: [Float] = [0.2, 0.9, 0.5, 0.9, 0.2]
+            let order = MutexBox<[Int]>([])
+            let tasks = priorities.enumerated().map { index, priority in
+                let task = session.dataTask(with: server.url("/bytes/1000?seed=\(index)"))
+                task.priority = priority
+                return task
+            }
+            await withTaskGroup(of: Void.self) { group in
+                for (index, task) in tasks.enumerated() {
+                    let events = task.events
+                    group.addTask {
+                        for await event in events {
+                            if case .response = event { order.mutate { $0.append(index) } }
+                        }
+                    }
+                }
+                for task in tasks { task.resume() }
+                holder.task.cancel()
+            }
+            // (No connection count here: the cancelled holder's socket may still be closing
+            // when the first waiter connects.)
+            #expect(order.value == [1, 3, 2, 0, 4])
+        }
+    }
+
     @Test func cancellingAWaitingTaskFreesNoSlotItDidNotHold() async throws {
         try await withServer { server in
             let session = try makeSession { $0.httpMaximumConnectionsPerHost = 1 }

@@ -43,6 +43,20 @@ struct HostSchedulerTests {
         #expect(scheduler.release(for: a) == .grant(.init(id: 3)))
     }
 
+    @Test func higherPriorityWaitersGoFirstAndEqualOnesInOrder() {
+        var scheduler = HostScheduler(limit: 1)
+        #expect(scheduler.acquire(.init(id: 1, priority: 0.1), for: a) == .proceed)
+        for (id, priority) in [(2, 0.2), (3, 0.9), (4, 0.5), (5, 0.9), (6, 0.2)] as [(Int, Float)] {
+            #expect(scheduler.acquire(.init(id: id, priority: priority), for: a) == .wait)
+        }
+        var granted: [Int] = []
+        while case .grant(let ticket) = scheduler.release(for: a) { granted.append(ticket.id) }
+        #expect(granted == [3, 5, 4, 2, 6])
+        // A high priority never jumps a free slot's rules: with room it proceeds, and another
+        // origin's queue is not touched.
+        #expect(scheduler.acquire(.init(id: 7, priority: 1), for: b) == .proceed)
+    }
+
     @Test func newcomerDoesNotOvertakeWaiters() {
         var scheduler = HostScheduler(limit: 1)
         _ = scheduler.acquire(.init(id: 1), for: a)

@@ -24,9 +24,17 @@ extension HostLimiter {
         private let state: Mutex<State>
         /// Told `true` while the transfer waits for a slot, `false` once it has one.
         private let queued: @Sendable (Bool) -> Void
+        /// The task's priority, for the places taken after the first.
+        private let priority: Float
 
-        init(_ limiter: HostLimiter, reservation: Reservation?, queued: @escaping @Sendable (Bool) -> Void) {
+        init(
+            _ limiter: HostLimiter,
+            reservation: Reservation?,
+            priority: Float,
+            queued: @escaping @Sendable (Bool) -> Void
+        ) {
             self.limiter = limiter
+            self.priority = priority
             self.state = Mutex(State(reservation: reservation))
             self.queued = queued
         }
@@ -54,7 +62,7 @@ extension HostLimiter {
                 place = reservation
             } else {
                 if let reservation { limiter.giveUp(reservation) }
-                place = limiter.reserve(for: origin)
+                place = limiter.reserve(for: origin, priority: priority)
             }
             queued(true)
             defer { queued(false) }

@@ -30,11 +30,12 @@ final class HostLimiter: Sendable {
         fileprivate let ticket: HostScheduler.Ticket?
     }
 
-    /// Takes a place in `origin`'s queue (or its slot, when one is free) now.
-    func reserve(for origin: Origin) -> Reservation {
+    /// Takes a place in `origin`'s queue (or its slot, when one is free) now, ahead of the
+    /// waiting places of lower `priority`.
+    func reserve(for origin: Origin, priority: Float) -> Reservation {
         state.withLock { state in
             state.nextTicket += 1
-            let ticket = HostScheduler.Ticket(id: state.nextTicket)
+            let ticket = HostScheduler.Ticket(id: state.nextTicket, priority: priority)
             switch state.scheduler.acquire(ticket, for: origin) {
             case .proceed: return Reservation(origin: origin, ticket: nil)
             case .wait: return Reservation(origin: origin, ticket: ticket)

@@ -2,11 +2,14 @@
 ///
 /// No I/O happens here. ``HostLimiter`` owns one behind its lock and parks the waiting
 /// tasks. A slot is handed from a finishing task straight to the next waiter, so the count of
-/// running tasks per origin never exceeds ``limit`` and waiters start in the order they asked.
+/// running tasks per origin never exceeds ``limit``. Waiters start by priority, higher first
+/// (``SessionTask/priority``), and in the order they asked among equal priorities.
 struct HostScheduler: Sendable {
     /// One request for a slot.
     struct Ticket: Hashable, Sendable {
         var id: Int
+        /// 0 … 1: a waiting ticket goes ahead of every waiting ticket of lower priority.
+        var priority: Float = 0.5
     }
 
     let limit: Int
@@ -31,7 +34,12 @@ struct HostScheduler: Sendable {
             running[origin] = active + 1
             return .proceed
         }
-        waiting[origin, default: []].append(ticket)
+        var queue = waiting[origin, default: []]
+        // After every ticket of the same or higher priority: first come, first served among
+        // equals.
+        let place = queue.firstIndex { $0.priority < ticket.priority } ?? queue.endIndex
+        queue.insert(ticket, at: place)
+        waiting[origin] = queue
         return .wait
     }
 

@@ -44,7 +44,8 @@ final class Transfer: Sendable {
         self.session = session
         self.origin = task
         self.active = Mutex(task)
-        self.lease = HostLimiter.Lease(session.engine.limiter, reservation: admission) { queued in
+        self.lease = HostLimiter.Lease(session.engine.limiter, reservation: admission, priority: task.priority) {
+            queued in
             task.setQueued(queued)
         }
         var logger = session.configuration.logger
@@ -142,6 +143,8 @@ final class Transfer: Sendable {
         switch origin.plan {
         case .download(let delivery, let resume):
             return try await download(delivery: delivery, resume: resume)
+        case .socket:
+            throw FerryError(.unsupportedConfiguration, "A stream task has no HTTP transfer.")
         case .stream(let sink):
             let request = origin.originalRequest
             return try await send(request, body: try RequestBody.of(request)) { body, head in

@@ -128,6 +128,8 @@ enum TransferPlan: Sendable {
     case data
     /// The body goes, as it arrives, to the reader of ``Session/bytes(for:)``.
     case stream(ResponseStreamSink)
+    /// A TCP connection of a ``StreamTask``: no HTTP.
+    case socket(StreamConnection)
     case upload(RequestBody)
     case download(DownloadDelivery, resume: ResumeData?)
 }

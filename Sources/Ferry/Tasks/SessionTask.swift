@@ -107,8 +107,10 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
         set { storage.withLock { $0.taskDescription = newValue } }
     }
 
-    /// For a background session: 0 (lowest) … 1 (highest), 0.5 by default; higher starts
-    /// first. Set before ``resume()``.
+    /// 0 (lowest) … 1 (highest), 0.5 by default: among tasks waiting for a connection to the
+    /// same origin (``SessionConfiguration/httpMaximumConnectionsPerHost``), or for the
+    /// daemon's transfer slots in a background session, higher starts first; equal ones in
+    /// the order they were resumed. Set before ``resume()``.
     public var priority: Float {
         get { storage.withLock { $0.priority } }
         set { storage.withLock { $0.priority = min(1, max(0, newValue)) } }
@@ -252,7 +254,7 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
                 storage.resumedAt = Date()
                 storage.lastActivity = now
                 publish(.resumed, in: &storage)
-                storage.transfer = session.runner.launch(self, in: session)
+                storage.transfer = session.runner.launch(self, priority: storage.priority, in: session)
                 return []
             case .unpause:
                 storage.lastActivity = .now

@@ -45,3 +45,26 @@ extension Session {
         try await bytes(for: URLRequest(url: url))
     }
 }
+
+extension Session {
+    // MARK: Stream tasks
+
+    /// A task for a TCP connection to `hostName` and `port`, created suspended: ``StreamTask``
+    /// (URLSession's `streamTask(withHostName:port:)`). Background sessions refuse it.
+    public func streamTask(withHostName hostName: String, port: Int) -> StreamTask {
+        let url = URL(string: "tcp://\(hostName.contains(":") ? "[\(hostName)]" : hostName):\(port)")
+        let request = URLRequest(url: url ?? URL(fileURLWithPath: "/"))
+        let task = register {
+            StreamTask(
+                identifier: $0,
+                request: request,
+                plan: .socket(StreamConnection(host: hostName, port: port)),
+                session: self
+            )
+        }
+        if url == nil || !(1...65535).contains(port) {
+            task.cancel(with: FerryError(.invalidURL, "'\(hostName)' port \(port) is not a TCP address."))
+        }
+        return task
+    }
+}

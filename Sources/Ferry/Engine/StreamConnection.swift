@@ -1,0 +1,347 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import NIOSSL
+import NIOTLS
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The TCP connection behind a ``StreamTask``: connects when the task is resumed, hands
+/// arrived bytes to reads through a ``StreamReadState``, writes with back-pressure, closes
+/// either direction, and upgrades to TLS in place.
+///
+/// ## Lifecycle
+/// ``run(_:session:)`` is the task's transfer: it connects (within the session's
+/// `timeoutIntervalForRequest`), then waits until the connection is closed (by the peer, by
+/// ``closeRead()`` and ``closeWrite()`` both, or by cancelling the task) and completes the
+/// task, with an error if the connection failed. Reads and writes made before the connection
+/// exists wait for it.
+///
+/// ## Threading
+/// Every method may be called from any thread. The read state and the channel sit behind
+/// one lock; channel operations are NIO's thread-safe `Channel` calls; continuations are
+/// resumed after the lock is released. ``Handler`` runs on the channel's event loop only.
+final class StreamConnection: Sendable {
+    let host: String
+    let port: Int
+
+    private struct State {
+        var read = StreamReadState()
+        var readers: [Int: CheckedContinuation<Result<(Data, Bool), FerryError>, Never>] = [:]
+        var timers: [Int: Scheduled<Void>] = [:]
+        var nextRead = 0
+        var channel: (any Channel)?
+        /// Callers waiting for the connection (reads and writes made before it exists).
+        var connectWaiters: [CheckedContinuation<Result<any Channel, FerryError>, Never>] = []
+        /// Why the connection could not be made or ended, once known.
+        var failure: FerryError?
+        var writeClosed = false
+        var readClosed = false
+        var handshake: CheckedContinuation<Result<Void, FerryError>, Never>?
+    }
+
+    private let state = Mutex(State())
+
+    init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    // MARK: The task's transfer
+
+    /// Connects, waits for the end of the connection, and completes `task`.
+    func run(_ task: SessionTask, session: Session) async {
+        let error: FerryError?
+        do {
+            let channel = try await connect(timeout: session.configuration.timeoutIntervalForRequest)
+            try await withTaskCancellationHandler {
+                try await channel.closeFuture.get()
+            } onCancel: {
+                channel.close(promise: nil)
+            }
+            try Task.checkCancellation()
+            error = state.withLock { $0.failure }
+        } catch {
+            let failure = FerryError.mapping(error)
+            settleConnection(.failure(failure))
+            failed(failure)
+            task.transferDidFinish(error: failure, outcome: nil)
+            return
+        }
+        if let error {
+            task.transferDidFinish(error: error, outcome: nil)
+        } else if task.transferWillFinish() {
+            task.transferDidFinish(error: nil, outcome: .streamed)
+        } else {
+            task.transferDidFinish(error: .cancelled(), outcome: nil)
+        }
+    }
+
+    private func connect(timeout: TimeInterval) async throws -> any Channel {
+        let connection = self
+        let bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connectTimeout(.milliseconds(Int64(max(1, min(timeout, 3600)) * 1000)))
+            .channelOption(.allowRemoteHalfClosure, value: true)
+            .channelOption(.autoRead, value: true)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(Handler(connection))
+                }
+            }
+        let channel = try await bootstrap.connect(host: host, port: port).get()
+        if Task.isCancelled {
+            channel.close(promise: nil)
+            throw CancellationError()
+        }
+        settleConnection(.success(channel))
+        return channel
+    }
+
+    private func settleConnection(_ result: Result<any Channel, FerryError>) {
+        let waiters = state.withLock { state in
+            if case .success(let channel) = result { state.channel = channel }
+            if case .failure(let error) = result, state.failure == nil { state.failure = error }
+            defer { state.connectWaiters = [] }
+            return state.connectWaiters
+        }
+        for waiter in waiters { waiter.resume(returning: result) }
+    }
+
+    /// The connection, once made.
+    private func channel() async throws(FerryError) -> any Channel {
+        let result = await withCheckedContinuation {
+            (continuation: CheckedContinuation<Result<any Channel, FerryError>, Never>) in
+            let ready: Result<any Channel, FerryError>? = state.withLock { state in
+                if let channel = state.channel { return .success(channel) }
+                if let failure = state.failure { return .failure(failure) }
+                state.connectWaiters.append(continuation)
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+        return try result.get()
+    }
+
+    // MARK: Reading
+
+    /// Reads `minLength…maxLength` bytes; fewer only at the end of input.
+    func read(minLength: Int, maxLength: Int, timeout: TimeInterval) async throws(FerryError) -> (Data, atEOF: Bool) {
+        let channel = try await channel()
+        let id = state.withLock { state in
+            state.nextRead += 1
+            return state.nextRead
+        }
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation {
+                (continuation: CheckedContinuation<Result<(Data, Bool), FerryError>, Never>) in
+                let action = state.withLock { state in
+                    let action = state.read.read(id: id, minLength: minLength, maxLength: maxLength)
+                    if case .wait = action {
+                        state.readers[id] = continuation
+                        if timeout > 0 {
+                            state.timers[id] = channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(timeout * 1e9))) {
+                                self.abandonRead(
+                                    id,
+                                    FerryError(.timedOut(.idle), "No bytes to read arrived within \(timeout) s.")
+                                )
+                            }
+                        }
+                    }
+                    return action
+                }
+                if case .complete(let completion) = action {
+                    continuation.resume(returning: Self.result(of: completion))
+                }
+            }
+        } onCancel: {
+            abandonRead(id, .cancelled())
+        }
+        if case .success = result { resumeReadingIfHeld(channel) }
+        let (data, atEOF) = try result.get()
+        return (data, atEOF)
+    }
+
+    private func abandonRead(_ id: Int, _ error: FerryError) {
+        finish(state.withLock { $0.read.abandon(id: id, with: error) })
+    }
+
+    private func resumeReadingIfHeld(_ channel: any Channel) {
+        if state.withLock({ $0.read.shouldResumeReading() }) { channel.read() }
+    }
+
+    /// Completes the read `completion` names, after the lock is released.
+    private func finish(_ completion: StreamReadState.Completion?) {
+        guard let completion else { return }
+        let id: Int
+        switch completion {
+        case .deliver(let reader, _, _): id = reader
+        case .fail(let reader, _): id = reader
+        }
+        let (reader, timer) = state.withLock { ($0.readers.removeValue(forKey: id), $0.timers.removeValue(forKey: id)) }
+        timer?.cancel()
+        reader?.resume(returning: Self.result(of: completion))
+    }
+
+    private static func result(of completion: StreamReadState.Completion) -> Result<(Data, Bool), FerryError> {
+        switch completion {
+        case .deliver(_, let data, let atEOF): .success((data, atEOF))
+        case .fail(_, let error): .failure(error)
+        }
+    }
+
+    // MARK: Writing and closing
+
+    /// Writes `data`; returns once the bytes are handed to the operating system.
+    func write(_ data: Data, timeout: TimeInterval) async throws(FerryError) {
+        let channel = try await channel()
+        if state.withLock({ $0.writeClosed }) {
+            throw FerryError(.invalidRequest, "The stream task's writing side is closed (closeWrite).")
+        }
+        let written = channel.eventLoop.makePromise(of: Void.self)
+        channel.writeAndFlush(ByteBuffer(bytes: data)).cascade(to: written)
+        if timeout > 0 {
+            let timer = channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(timeout * 1e9))) {
+                written.fail(FerryError(.timedOut(.idle), "The write did not go out within \(timeout) s."))
+            }
+            written.futureResult.whenComplete { _ in timer.cancel() }
+        }
+        do {
+            try await written.futureResult.get()
+        } catch {
+            throw FerryError.mapping(error)
+        }
+    }
+
+    /// Closes the writing side once the writes made so far are out (the peer reads an end of
+    /// input); reading goes on.
+    func closeWrite() async {
+        guard let channel = try? await channel() else { return }
+        let both = state.withLock { state in
+            state.writeClosed = true
+            return state.readClosed
+        }
+        if both {
+            try? await channel.close()
+        } else {
+            try? await channel.close(mode: .output)
+        }
+    }
+
+    /// Closes the reading side: reads end (bytes already arrived are still handed out).
+    func closeRead() async {
+        guard let channel = try? await channel() else { return }
+        let (completion, both) = state.withLock { state in
+            state.readClosed = true
+            return (state.read.endInput(), state.writeClosed)
+        }
+        finish(completion)
+        if both {
+            try? await channel.close()
+        } else {
+            try? await channel.close(mode: .input)
+        }
+    }
+
+    /// Starts TLS on the connection, verifying the server as the session verifies https hosts
+    /// (its trust roots, a certificate pin for `host`), and waits for the handshake.
+    func startSecureConnection(_ configuration: TLSConfiguration) async throws(FerryError) {
+        let channel = try await channel()
+        let host = self.host
+        let result = await withCheckedContinuation {
+            (continuation: CheckedContinuation<Result<Void, FerryError>, Never>) in
+            state.withLock { $0.handshake = continuation }
+            let added = channel.eventLoop.submit {
+                let context = try NIOSSLContext(configuration: configuration)
+                let name = host.isIPAddress ? nil : host
+                let handler = try NIOSSLClientHandler(context: context, serverHostname: name)
+                try channel.pipeline.syncOperations.addHandler(handler, position: .first)
+            }
+            added.whenFailure { error in self.handshakeEnded(.failure(FerryError.mapping(error))) }
+        }
+        try result.get()
+    }
+
+    fileprivate func handshakeEnded(_ result: Result<Void, FerryError>) {
+        let waiter = state.withLock { state in
+            defer { state.handshake = nil }
+            return state.handshake
+        }
+        waiter?.resume(returning: result)
+    }
+
+    // MARK: Events from the handler
+
+    fileprivate func received(_ bytes: ByteBuffer) {
+        finish(state.withLock { $0.read.received(bytes) })
+    }
+
+    fileprivate func inputEnded() {
+        finish(state.withLock { $0.read.endInput() })
+    }
+
+    fileprivate func failed(_ error: FerryError) {
+        let completion = state.withLock { state in
+            if state.failure == nil { state.failure = error }
+            return state.read.fail(error)
+        }
+        finish(completion)
+        handshakeEnded(.failure(error))
+    }
+
+    fileprivate func mayRead() -> Bool {
+        state.withLock { $0.read.mayReadFromSocket() }
+    }
+
+    fileprivate func closed() {
+        inputEnded()
+        handshakeEnded(.failure(FerryError(.network, "The connection closed during the TLS handshake.")))
+    }
+}
+
+extension StreamConnection {
+    /// The channel handler that feeds the connection: bytes, the end of input, errors, the
+    /// TLS handshake's end; it holds socket reads while the read buffer is full.
+    final class Handler: ChannelDuplexHandler {
+        typealias InboundIn = ByteBuffer
+        typealias OutboundIn = ByteBuffer
+        typealias OutboundOut = ByteBuffer
+
+        private let connection: StreamConnection
+
+        init(_ connection: StreamConnection) { self.connection = connection }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            connection.received(unwrapInboundIn(data))
+        }
+
+        func read(context: ChannelHandlerContext) {
+            if connection.mayRead() { context.read() }
+        }
+
+        func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+            switch event {
+            case ChannelEvent.inputClosed:
+                connection.inputEnded()
+            case TLSUserEvent.handshakeCompleted:
+                connection.handshakeEnded(.success(()))
+            default:
+                context.fireUserInboundEventTriggered(event)
+            }
+        }
+
+        func errorCaught(context: ChannelHandlerContext, error: any Error) {
+            connection.failed(FerryError.mapping(error))
+            context.close(promise: nil)
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            connection.closed()
+            context.fireChannelInactive()
+        }
+    }
+}

@@ -1,0 +1,89 @@
+public import Foundation
+
+/// A TCP connection as a task, like `URLSessionStreamTask`: read and write bytes, close
+/// either direction, and start TLS on it when the protocol says so (STARTTLS).
+///
+/// Made by ``Session/streamTask(withHostName:port:)``, suspended; ``resume()`` connects
+/// (within the session's ``SessionConfiguration/timeoutIntervalForRequest``). Reads and
+/// writes made before the connection exists wait for it. The task completes when the
+/// connection closes: the peer closed it, both ``closeRead()`` and ``closeWrite()`` were
+/// called, or the task was cancelled; it fails when the connection could not be made or
+/// broke.
+///
+/// Reading is back-pressured: at most 1 MiB is buffered unread, then the peer is slowed by
+/// TCP until the task is read from again.
+///
+/// ```swift
+/// let task = session.streamTask(withHostName: "mail.example.org", port: 587)
+/// task.resume()
+/// try await task.write(Data("STARTTLS\r\n".utf8), timeout: 10)
+/// let (reply, _) = try await task.read(minLength: 1, maxLength: 4096, timeout: 10)
+/// try await task.startSecureConnection()
+/// ```
+///
+/// Not on Linux: `captureStreams()` (Foundation's `InputStream` / `OutputStream` pairs), and
+/// proxies (a stream task connects directly).
+public final class StreamTask: SessionTask, @unchecked Sendable {
+    var connection: StreamConnection? {
+        if case .socket(let connection) = plan { return connection }
+        return nil
+    }
+
+    /// Reads at least `minLength` and at most `maxLength` bytes, or fewer at the end of
+    /// input.
+    ///
+    /// - Parameters:
+    ///   - minLength: Bytes to wait for (0 waits for any byte).
+    ///   - maxLength: The most bytes to return; more than 0.
+    ///   - timeout: Seconds to wait; 0 waits as long as it takes.
+    /// - Returns: The bytes, and whether input has ended (nothing more will come).
+    /// - Throws: ``FerryError`` `.timedOut(.idle)` when nothing came in time (the stream goes
+    ///   on: read again), `.network` when the connection broke, `.invalidRequest` when another
+    ///   read is waiting.
+    public func read(
+        minLength: Int,
+        maxLength: Int,
+        timeout: TimeInterval
+    ) async throws(FerryError) -> (
+        Data, atEOF: Bool
+    ) {
+        guard let connection else { throw FerryError(.unsupportedConfiguration, "Not a stream task.") }
+        let (data, atEOF) = try await connection.read(minLength: minLength, maxLength: maxLength, timeout: timeout)
+        data.withUnsafeBytes { didReceive(data: $0, publishData: false) }
+        return (data, atEOF)
+    }
+
+    /// Writes `data`, returning once it is handed to the operating system (so a peer that
+    /// does not read slows the writer down).
+    ///
+    /// - Parameter timeout: Seconds the write may take; 0 for no limit.
+    public func write(_ data: Data, timeout: TimeInterval) async throws(FerryError) {
+        guard let connection else { throw FerryError(.unsupportedConfiguration, "Not a stream task.") }
+        try await connection.write(data, timeout: timeout)
+        didMove(.sent, bytes: Int64(data.count), publish: false, unpublished: 0)
+    }
+
+    /// Closes the writing side after the writes made so far (the peer reads an end of input);
+    /// reading goes on.
+    public func closeWrite() async {
+        await connection?.closeWrite()
+    }
+
+    /// Closes the reading side; bytes that already arrived can still be read.
+    public func closeRead() async {
+        await connection?.closeRead()
+    }
+
+    /// Starts TLS on the connection (after a protocol's STARTTLS), verifying the server as the
+    /// session verifies `https` hosts: its trust roots, its client identity, and a
+    /// certificate pin for the host name. Returns once the handshake is done.
+    ///
+    /// - Throws: ``FerryError/Reason/secureConnectionFailed`` when the server is not trusted.
+    public func startSecureConnection() async throws(FerryError) {
+        guard let connection, let session else { throw FerryError(.sessionInvalidated, "The session is gone.") }
+        let tls = session.engine.tls
+        let configuration =
+            tls.pinned[connection.host.lowercased()] ?? tls.base ?? .makeClientConfiguration()
+        try await connection.startSecureConnection(configuration)
+    }
+}

@@ -1,0 +1,167 @@
+import Crypto
+import Ferry
+import FerryTestServer
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// socat (Debian's package) as an echo server on a free loopback port: plain TCP, or TLS with
+/// the given identity. Started and stopped by the test.
+final class SocatEcho {
+    static let binary = ["/usr/bin/socat", "/usr/local/bin/socat"].first {
+        FileManager.default.isExecutableFile(atPath: $0)
+    }
+    /// Set by CI: these tests must run, not be skipped.
+    static var required: Bool { ProcessInfo.processInfo.environment["FERRY_REQUIRE_SOCAT"] == "1" }
+    static var enabled: Bool { binary != nil || required }
+
+    let port: Int
+    private let pid: pid_t
+    private let directory: URL
+
+    init(tls identity: TestPKI.Identity? = nil) async throws {
+        let binary = try #require(Self.binary, "socat is not installed (apt-get install socat)")
+        directory = try makeTemporaryDirectory("socat")
+        port = try Nginx.freePort()
+        var listen = "TCP-LISTEN:\(port),bind=127.0.0.1,reuseaddr,fork"
+        if let identity {
+            let cert = directory.appendingPathComponent("cert.pem")
+            let key = directory.appendingPathComponent("key.pem")
+            try identity.certificatePEM.write(to: cert, atomically: true, encoding: .utf8)
+            try identity.privateKeyPEM.write(to: key, atomically: true, encoding: .utf8)
+            listen = "OPENSSL-LISTEN:\(port),bind=127.0.0.1,reuseaddr,fork,cert=\(cert.path),key=\(key.path),verify=0"
+        }
+        let log = directory.appendingPathComponent("socat.log").path
+        // -t: after one direction ends, the other may still drain for 30 s.
+        pid = try ProcessRunner.spawn(binary, ["-t", "30", listen, "PIPE"], stdout: log, stderr: log)
+        for _ in 0..<400 {
+            if Nginx.accepts(port: port) { return }
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        stop()
+        Issue.record("socat did not start: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+        throw CancellationError()
+    }
+
+    func stop() {
+        ProcessRunner.stop(pid)
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+/// Writes `size` bytes of test content in 64 KiB writes, then closes writing, while reading
+/// everything that comes back until the end of input; returns the SHA-256 of what was read
+/// and its length.
+private func echo(_ size: Int, through task: StreamTask) async throws -> (count: Int, sha256: String) {
+    async let written: Void = {
+        var offset = 0
+        while offset < size {
+            let count = min(64 * 1024, size - offset)
+            let chunk = TestContent.data(size: Int64(size), seed: 21, range: Int64(offset)..<Int64(offset + count))
+            try await task.write(chunk, timeout: 30)
+            offset += count
+        }
+        await task.closeWrite()
+    }()
+    var hasher = SHA256()
+    var count = 0
+    while true {
+        let (data, atEOF) = try await task.read(minLength: 1, maxLength: 256 * 1024, timeout: 30)
+        hasher.update(data: data)
+        count += data.count
+        if atEOF { break }
+    }
+    try await written
+    return (count, hasher.finalize().map { String(format: "%02x", $0) }.joined())
+}
+
+@Suite("Stream tasks against socat", .serialized, .enabled(if: SocatEcho.enabled))
+struct StreamTaskTests {
+    @Test func aHundredMebibytesEchoByteIdenticalBothWays() async throws {
+        let socat = try await SocatEcho()
+        defer { socat.stop() }
+        let session = try makeSession()
+        let task = session.streamTask(withHostName: "127.0.0.1", port: socat.port)
+        task.resume()
+        let size = 100 << 20
+        let (count, digest) = try await echo(size, through: task)
+        #expect(count == size)
+        #expect(digest == TestContent.sha256(size: Int64(size), seed: 21))
+        #expect(task.countOfBytesSent == Int64(size))
+        #expect(task.countOfBytesReceived == Int64(size))
+        // Both directions are closed (ours by closeWrite, socat's after our end of input).
+        await task.closeRead()
+        #expect(await completion(of: task) == nil)
+        #expect(task.state == .completed)
+    }
+
+    @Test func readsHonourTheirLengthsAndTimeouts() async throws {
+        let socat = try await SocatEcho()
+        defer { socat.stop() }
+        let session = try makeSession()
+        let task = session.streamTask(withHostName: "127.0.0.1", port: socat.port)
+        task.resume()
+        try await task.write(Data("hello, world".utf8), timeout: 10)
+        let (first, firstEOF) = try await task.read(minLength: 5, maxLength: 5, timeout: 10)
+        #expect(String(decoding: first, as: UTF8.self) == "hello")
+        #expect(!firstEOF)
+        let (rest, _) = try await task.read(minLength: 7, maxLength: 100, timeout: 10)
+        #expect(String(decoding: rest, as: UTF8.self) == ", world")
+        // Nothing more comes: the read times out, and the stream goes on.
+        await #expect {
+            _ = try await task.read(minLength: 1, maxLength: 10, timeout: 0.2)
+        } throws: { error in
+            (error as? FerryError)?.reason == .timedOut(.idle)
+        }
+        try await task.write(Data("again".utf8), timeout: 10)
+        let (again, _) = try await task.read(minLength: 5, maxLength: 5, timeout: 10)
+        #expect(again == Data("again".utf8))
+        task.cancel()
+        #expect(await completion(of: task)?.reason == .cancelled)
+    }
+
+    @Test func startSecureConnectionVerifiesTheServerAndEchoesOverTLS() async throws {
+        let ca = try TestPKI(name: "Ferry stream CA \(UUID().uuidString.prefix(8))")
+        let identity = try ca.issueServerIdentity(for: ["127.0.0.1", "localhost"])
+        let socat = try await SocatEcho(tls: identity)
+        defer { socat.stop() }
+
+        let trusting = try makeSession { $0.tls.trustRoots = .custom(pem: ca.certificatePEM) }
+        let task = trusting.streamTask(withHostName: "localhost", port: socat.port)
+        task.resume()
+        try await task.startSecureConnection()
+        let size = 100 << 20
+        let (count, digest) = try await echo(size, through: task)
+        #expect(count == size)
+        #expect(digest == TestContent.sha256(size: Int64(size), seed: 21))
+
+        // A server whose certificate leads to no trusted root is refused.
+        let otherRoot = try TestPKI(name: "other").certificatePEM
+        let stranger = try makeSession { $0.tls.trustRoots = .custom(pem: otherRoot) }
+        let refused = stranger.streamTask(withHostName: "localhost", port: socat.port)
+        refused.resume()
+        await #expect {
+            try await refused.startSecureConnection()
+        } throws: { error in
+            (error as? FerryError)?.reason == .secureConnectionFailed
+        }
+    }
+
+    @Test func aRefusedConnectionFailsTheTaskAndItsReads() async throws {
+        let port = try Nginx.freePort()
+        let session = try makeSession()
+        let task = session.streamTask(withHostName: "127.0.0.1", port: port)
+        task.resume()
+        await #expect {
+            _ = try await task.read(minLength: 1, maxLength: 10, timeout: 10)
+        } throws: { error in
+            (error as? FerryError)?.reason == .network
+        }
+        #expect(await completion(of: task)?.reason == .network)
+        let invalid = session.streamTask(withHostName: "127.0.0.1", port: 0)
+        #expect(await completion(of: invalid)?.reason == .invalidURL)
+    }
+}
