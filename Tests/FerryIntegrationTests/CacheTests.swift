@@ -14,7 +14,7 @@ final class CacheDelegate: SessionDelegate {
 
     func session(
         _ session: Session,
-        dataTask: SessionTask,
+        dataTask: DataTask,
         willCacheResponse proposedResponse: CachedResponse
     ) async -> CachedResponse? {
         refuse ? nil : proposedResponse

@@ -18,9 +18,9 @@ final class RecordingDelegate: SessionDelegate {
 
     func record(_ call: String) { calls.mutate { $0.append(call) } }
 
-    func session(_ session: Session, task: SessionTask, didReceive response: HTTPResponse) async -> ResponseDisposition
+    func session(_ session: Session, dataTask: DataTask, didReceive response: HTTPResponse) async -> ResponseDisposition
     {
-        record("response \(task.taskIdentifier) \(response.statusCode)")
+        record("response \(dataTask.taskIdentifier) \(response.statusCode)")
         return disposition
     }
 
@@ -36,7 +36,7 @@ final class RecordingDelegate: SessionDelegate {
         return newRequest
     }
 
-    func session(_ session: Session, dataTask: SessionTask, didReceive data: Data) {
+    func session(_ session: Session, dataTask: DataTask, didReceive data: Data) {
         record("data \(dataTask.taskIdentifier)")
     }
 
@@ -81,6 +81,30 @@ struct DelegateTests {
             for await _ in delegate.invalidated.stream {}
             #expect(calls(delegate) == ["redirect 1", "response 1 200", "data 1", "complete 1 ok", "invalid"])
             #expect(session.delegate == nil)
+        }
+    }
+
+    /// The response decision takes the data task as a `DataTask` (uploads are data tasks),
+    /// and is asked of data and upload tasks only.
+    @Test func responseDecisionsAreTypedByTheTaskTheyAreAbout() async throws {
+        final class Kinds: SessionDelegate {
+            let seen = MutexBox<[String]>([])
+            func session(
+                _ session: Session,
+                dataTask: DataTask,
+                didReceive response: HTTPResponse
+            ) async -> ResponseDisposition {
+                seen.mutate { $0.append("\(type(of: dataTask)) \(response.statusCode)") }
+                return .allow
+            }
+        }
+        try await withServer { server in
+            let delegate = Kinds()
+            let session = try makeSession(delegate: delegate)
+            _ = try await session.data(from: server.url("/bytes/10"))
+            _ = try await session.upload(for: URLRequest(url: server.url("/sink"), method: .post), from: Data("x".utf8))
+            _ = try await session.download(from: server.url("/bytes/10"))
+            #expect(delegate.seen.value == ["DataTask 200", "UploadTask 200"])
         }
     }
 

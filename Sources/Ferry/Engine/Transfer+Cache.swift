@@ -74,9 +74,8 @@ extension Transfer {
 
     /// What the delegate lets the cache keep (all of it, without a delegate).
     private func willCache(_ proposed: CachedResponse) async -> CachedResponse? {
-        guard let delegate = session.delegate else { return proposed }
+        guard let delegate = session.delegate, let task = origin as? DataTask else { return proposed }
         let session = self.session
-        let task = self.origin
         return await session.askDelegate {
             await delegate.session(session, dataTask: task, willCacheResponse: proposed)
         }

@@ -20,10 +20,9 @@ extension Transfer {
     /// then reads the body into memory (or hands it to a download).
     func consumeInMemory(_ body: ResponseBody, head: HTTPResponse) async throws -> TaskOutcome {
         origin.didReceive(response: head)
-        if let delegate = session.delegate {
+        if let delegate = session.delegate, let task = origin as? DataTask {
             let session = self.session
-            let task = self.origin
-            switch await session.askDelegate({ await delegate.session(session, task: task, didReceive: head) }) {
+            switch await session.askDelegate({ await delegate.session(session, dataTask: task, didReceive: head) }) {
             case .allow:
                 break
             case .cancel:

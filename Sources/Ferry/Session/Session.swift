@@ -312,7 +312,7 @@ public final class Session: Sendable {
             let delegate = self.delegate
             switch taskEvent {
             case .data(let data):
-                delegate?.session(self, dataTask: task, didReceive: data)
+                if let dataTask = task as? DataTask { delegate?.session(self, dataTask: dataTask, didReceive: data) }
             case .sentBodyData(let sent, let total, let expected):
                 delegate?.session(
                     self,

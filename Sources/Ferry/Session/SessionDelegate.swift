@@ -18,6 +18,11 @@ public enum ResponseDisposition: Sendable, Equatable {
 ///
 /// Shaped like `URLSessionDelegate` and its task / data / download sub-protocols, merged into
 /// one protocol whose methods all have default implementations: implement only what you need.
+/// Each method takes the task type it is about (`dataTask: DataTask` — upload tasks are data
+/// tasks —, `downloadTask: DownloadTask`, `task: SessionTask` for every kind), so a method
+/// meant for data tasks cannot be written for the wrong kind. A method whose signature is
+/// almost a requirement's is a warning in the conforming type ("nearly matches defaulted
+/// requirement"): read it, since such a method is never called.
 ///
 /// ## Lifecycle and threading
 /// The session holds its delegate strongly until it is invalidated, then calls
@@ -26,10 +31,11 @@ public enum ResponseDisposition: Sendable, Equatable {
 /// and across tasks in the order events happened. The `async` methods are decisions: the
 /// task waits for their answer. Do not block in a method; hand long work elsewhere.
 public protocol SessionDelegate: AnyObject, Sendable {
-    /// A data or upload task's final response arrived; answer whether to read the body.
+    /// A data or upload task's final response arrived; answer whether to read the body
+    /// (URLSession's `urlSession(_:dataTask:didReceive:completionHandler:)`).
     func session(
         _ session: Session,
-        task: SessionTask,
+        dataTask: DataTask,
         didReceive response: HTTPResponse
     ) async
         -> ResponseDisposition
@@ -59,11 +65,11 @@ public protocol SessionDelegate: AnyObject, Sendable {
     /// return it (changed or not) to store, or `nil` to store nothing.
     func session(
         _ session: Session,
-        dataTask: SessionTask,
+        dataTask: DataTask,
         willCacheResponse proposedResponse: CachedResponse
     ) async -> CachedResponse?
     /// Body bytes arrived for a data or upload task.
-    func session(_ session: Session, dataTask: SessionTask, didReceive data: Data)
+    func session(_ session: Session, dataTask: DataTask, didReceive data: Data)
     /// Request body bytes were sent.
     func session(
         _ session: Session,
@@ -106,7 +112,7 @@ public protocol SessionDelegate: AnyObject, Sendable {
 extension SessionDelegate {
     public func session(
         _ session: Session,
-        task: SessionTask,
+        dataTask: DataTask,
         didReceive response: HTTPResponse
     )
         async -> ResponseDisposition
@@ -131,10 +137,10 @@ extension SessionDelegate {
     }
     public func session(
         _ session: Session,
-        dataTask: SessionTask,
+        dataTask: DataTask,
         willCacheResponse proposedResponse: CachedResponse
     ) async -> CachedResponse? { proposedResponse }
-    public func session(_ session: Session, dataTask: SessionTask, didReceive data: Data) {}
+    public func session(_ session: Session, dataTask: DataTask, didReceive data: Data) {}
     public func session(
         _ session: Session,
         task: SessionTask,
