@@ -128,8 +128,9 @@ final class Engine: Sendable {
     /// socket with the `Host` field to send (see ``TLSBridge``).
     func route(_ url: URL) async throws -> (url: URL, host: String?, bridged: Bool) {
         // Through an HTTP proxy too: the bridge makes the CONNECT, so a 407's challenge can
-        // be answered (AsyncHTTPClient's own CONNECT fails on it).
-        let proxied = configuration.proxy.map { $0.kind == .http && $0.applies(to: url) } ?? false
+        // be answered (AsyncHTTPClient's own CONNECT fails on it); and through a SOCKS5 proxy
+        // with a credential (AsyncHTTPClient's SOCKS offers no authentication).
+        let proxied = configuration.proxy.map { $0.isBridged && $0.applies(to: url) } ?? false
         guard let bridge, bridge.evaluator.bridges(url) || proxied else { return (url, nil, false) }
         let (routed, host) = try await bridge.route(url)
         return (routed, host, true)

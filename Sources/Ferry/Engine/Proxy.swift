@@ -15,7 +15,8 @@ public struct Proxy: Sendable, Hashable {
         /// An HTTP proxy, spoken to with `CONNECT`; `Proxy-Authorization: Basic` when a
         /// credential is given.
         case http
-        /// A SOCKS5 proxy without authentication (RFC 1928).
+        /// A SOCKS5 proxy (RFC 1928); with a credential, username / password
+        /// authentication (RFC 1929).
         case socks5
         /// An HTTP proxy reached over TLS (`https://proxy`). Not supported yet: a session
         /// configured with one fails to start with
@@ -27,7 +28,8 @@ public struct Proxy: Sendable, Hashable {
     public var kind: Kind
     public var host: String
     public var port: Int
-    /// Sent to an HTTP proxy as `Proxy-Authorization: Basic` with every `CONNECT`.
+    /// Sent to an HTTP proxy as `Proxy-Authorization: Basic` with every `CONNECT`; to a
+    /// SOCKS5 proxy as its username / password (RFC 1929) when it asks for them.
     public var credential: Credential?
     /// Hosts reached directly, as curl's `no_proxy`: a name matches itself and its
     /// subdomains (`example.com` and `.example.com` both cover `a.example.com`); `*` matches
@@ -46,8 +48,26 @@ public struct Proxy: Sendable, Hashable {
         Proxy(kind: .http, host: host, port: port, credential: credential, bypass: bypass)
     }
 
-    public static func socks5(host: String, port: Int = 1080, bypass: [String] = []) -> Proxy {
-        Proxy(kind: .socks5, host: host, port: port, credential: nil, bypass: bypass)
+    /// A SOCKS5 proxy; `credential` answers its username / password authentication
+    /// (RFC 1929). (Like curl's, the user name and password cross the network in clear.)
+    public static func socks5(
+        host: String,
+        port: Int = 1080,
+        credential: Credential? = nil,
+        bypass: [String] = []
+    ) -> Proxy {
+        Proxy(kind: .socks5, host: host, port: port, credential: credential, bypass: bypass)
+    }
+
+    /// Whether Ferry opens the tunnel itself (through its TLS bridge) rather than
+    /// AsyncHTTPClient: for an HTTP proxy (to answer a `407`) and for a SOCKS5 proxy with a
+    /// credential (AsyncHTTPClient's SOCKS client offers no authentication).
+    var isBridged: Bool {
+        switch kind {
+        case .http: true
+        case .socks5: credential != nil
+        case .https: false
+        }
     }
 
     /// Whether a request to `url` goes through this proxy.

@@ -109,3 +109,57 @@ final class SOCKSWatcher: ChannelInboundHandler, RemovableChannelHandler {
         context.fireUserInboundEventTriggered(event)
     }
 }
+
+/// Opens a tunnel through a SOCKS5 proxy that wants a user name and password (RFC 1928 +
+/// RFC 1929; NIO's `SOCKSClientHandler` offers no authentication): performs the
+/// ``SOCKS5Handshake``'s decisions, then runs `established`, passes on any bytes that came
+/// with the proxy's last reply, and leaves the pipeline.
+final class SOCKS5Handler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    private var handshake: SOCKS5Handshake
+    private var buffered = ByteBuffer()
+    private let established: () throws -> Void
+
+    init(_ handshake: SOCKS5Handshake, established: @escaping () throws -> Void) {
+        self.handshake = handshake
+        self.established = established
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { perform(handshake.start(), context: context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        if handshake.phase == .idle { perform(handshake.start(), context: context) }
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var bytes = unwrapInboundIn(data)
+        buffered.writeBuffer(&bytes)
+        perform(handshake.received(&buffered), context: context)
+    }
+
+    private func perform(_ action: SOCKS5Handshake.Action, context: ChannelHandlerContext) {
+        switch action {
+        case .send(let bytes):
+            context.writeAndFlush(NIOAny(bytes), promise: nil)
+        case .needMore:
+            break
+        case .established(let leftover):
+            do {
+                try established()
+            } catch {
+                context.fireErrorCaught(error)
+                return
+            }
+            if leftover.readableBytes > 0 { context.fireChannelRead(wrapInboundOut(leftover)) }
+            context.pipeline.syncOperations.removeHandler(self, promise: nil)
+        case .fail(let error):
+            context.fireErrorCaught(error)
+            context.close(promise: nil)
+        }
+    }
+}

@@ -262,11 +262,16 @@ final class TLSBridge: Sendable {
                 }
             }
         case .socks5?:
-            try pipeline.addHandler(
-                SOCKSClientHandler(targetAddress: .domain(origin.host, port: origin.port)),
-                position: .first
-            )
-            try pipeline.addHandler(SOCKSWatcher(ready))
+            if let credential = proxy?.credential {
+                let handshake = SOCKS5Handshake(host: origin.host, port: origin.port, credential: credential)
+                try pipeline.addHandler(SOCKS5Handler(handshake, established: ready), position: .first)
+            } else {
+                try pipeline.addHandler(
+                    SOCKSClientHandler(targetAddress: .domain(origin.host, port: origin.port)),
+                    position: .first
+                )
+                try pipeline.addHandler(SOCKSWatcher(ready))
+            }
         case .https?:
             // The configuration refuses an https proxy before a bridge exists.
             throw FerryError(.unsupportedConfiguration, "An https proxy is not supported.")

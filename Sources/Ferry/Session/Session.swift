@@ -64,7 +64,7 @@ public final class Session: Sendable {
             configuration: configuration,
             tls: try configuration.tls.resolved(
                 measuringConnections: configuration.collectsConnectionMetrics,
-                bridgingProxy: configuration.proxy?.kind == .http
+                bridgingProxy: configuration.proxy?.isBridged == true
             )
         )
         if case .background(let identifier) = configuration.kind {
