@@ -51,7 +51,7 @@ enum JSONEvents {
             emit(fields)
         case .finishedCollectingMetrics(let metrics):
             emit(Self.fields(of: metrics))
-        case .data, .becameDownload, .finishedDownloading:
+        case .data, .becameDownload, .becameStreamTask, .finishedDownloading:
             break
         }
     }

@@ -80,6 +80,7 @@ extension TaskEvent {
         case .sentBodyData: "sentBodyData"
         case .wroteData: "wroteData"
         case .becameDownload: "becameDownload"
+        case .becameStreamTask: "becameStreamTask"
         case .finishedDownloading: "finishedDownloading"
         case .resumedAtOffset: "resumedAtOffset"
         case .willRetry: "willRetry"

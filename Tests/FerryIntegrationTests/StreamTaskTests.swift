@@ -150,6 +150,44 @@ struct StreamTaskTests {
         }
     }
 
+    /// STARTTLS, a line over TLS, then TLS stopped in order and plaintext again, against
+    /// Python's ssl module (OpenSSL) on the other side.
+    @Test func tlsStartsAndStopsInTheMiddleOfTheStream() async throws {
+        let ca = try TestPKI(name: "Ferry STARTTLS CA \(UUID().uuidString.prefix(8))")
+        let identity = try ca.issueServerIdentity(for: ["127.0.0.1", "localhost"])
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("Support/starttls_echo.py")
+        let server = try await ServerProcess(
+            "/usr/bin/env",
+            ["python3", script.path, "PORT", "DIR/cert.pem", "DIR/key.pem"],
+            files: ["cert.pem": identity.certificatePEM, "key.pem": identity.privateKeyPEM]
+        )
+        defer { server.stop() }
+        let session = try makeSession { $0.tls.trustRoots = .custom(pem: ca.certificatePEM) }
+        let task = session.streamTask(withHostName: "localhost", port: server.port)
+        task.resume()
+        try await task.write(Data("STARTTLS\r\n".utf8), timeout: 10)
+        let (go, _) = try await task.read(minLength: 8, maxLength: 8, timeout: 10)
+        #expect(go == Data("220 go\r\n".utf8))
+        try await task.startSecureConnection()
+        try await task.write(Data("a secret line\r\n".utf8), timeout: 10)
+        let (echo, _) = try await task.read(minLength: 15, maxLength: 15, timeout: 10)
+        #expect(echo == Data("a secret line\r\n".utf8))
+        try await task.stopSecureConnection()
+        var plain = Data()
+        while true {
+            let (data, atEOF) = try await task.read(minLength: 1, maxLength: 100, timeout: 10)
+            plain += data
+            if atEOF { break }
+        }
+        #expect(plain == Data("plain again\r\n".utf8))
+        await #expect {
+            try await task.stopSecureConnection()
+        } throws: { error in
+            (error as? FerryError)?.reason == .invalidRequest
+        }
+    }
+
     @Test func aRefusedConnectionFailsTheTaskAndItsReads() async throws {
         let port = try Nginx.freePort()
         let session = try makeSession()

@@ -42,6 +42,18 @@ struct StreamReadStateTests {
         #expect(state.read(id: 2, minLength: 1, maxLength: 10) == .complete(.deliver(id: 2, Data(), atEOF: true)))
     }
 
+    @Test func bytesReadAheadGoBackInFront() {
+        var state = StreamReadState()
+        _ = state.received(bytes("world"))
+        #expect(state.unread(bytes("hello ")) == nil)
+        #expect(
+            state.read(id: 1, minLength: 11, maxLength: 11)
+                == .complete(.deliver(id: 1, Data("hello world".utf8), atEOF: false))
+        )
+        #expect(state.read(id: 2, minLength: 3, maxLength: 3) == .wait)
+        #expect(state.unread(bytes("abc")) == .deliver(id: 2, Data("abc".utf8), atEOF: false))
+    }
+
     @Test func bytesBeforeAFailureAreReadThenTheFailure() {
         var state = StreamReadState()
         _ = state.received(bytes("abc"))

@@ -58,7 +58,7 @@ final class StreamConnection: Sendable {
     func run(_ task: SessionTask, session: Session) async {
         let error: FerryError?
         do {
-            let channel = try await connect(timeout: session.configuration.timeoutIntervalForRequest)
+            let channel = try await open(timeout: session.configuration.timeoutIntervalForRequest)
             try await withTaskCancellationHandler {
                 try await channel.closeFuture.get()
             } onCancel: {
@@ -80,6 +80,13 @@ final class StreamConnection: Sendable {
         } else {
             task.transferDidFinish(error: .cancelled(), outcome: nil)
         }
+    }
+
+    /// Connects, unless the connection is open already (one a data task's `Upgrade` or
+    /// `CONNECT` made, handed to its stream task).
+    func open(timeout: TimeInterval) async throws -> any Channel {
+        if let channel = state.withLock({ $0.channel }) { return channel }
+        return try await connect(timeout: timeout)
     }
 
     private func connect(timeout: TimeInterval) async throws -> any Channel {
@@ -194,6 +201,17 @@ final class StreamConnection: Sendable {
         }
     }
 
+    /// Puts bytes read past a response head back in front of the stream.
+    func unread(_ bytes: ByteBuffer) {
+        guard bytes.readableBytes > 0 else { return }
+        finish(state.withLock { $0.read.unread(bytes) })
+    }
+
+    /// Closes the connection at once (a data task that did not become a stream task).
+    func close() {
+        state.withLock { $0.channel }?.close(promise: nil)
+    }
+
     // MARK: Writing and closing
 
     /// Writes `data`; returns once the bytes are handed to the operating system.
@@ -264,6 +282,24 @@ final class StreamConnection: Sendable {
             added.whenFailure { error in self.handshakeEnded(.failure(FerryError.mapping(error))) }
         }
         try result.get()
+    }
+
+    /// Ends TLS on the connection (`close_notify` both ways) and goes on in plaintext.
+    func stopSecureConnection() async throws(FerryError) {
+        let channel = try await channel()
+        let unwrapped = channel.eventLoop.makePromise(of: Void.self)
+        channel.eventLoop.execute {
+            do {
+                try channel.pipeline.syncOperations.handler(type: NIOSSLClientHandler.self).stopTLS(promise: unwrapped)
+            } catch {
+                unwrapped.fail(FerryError(.invalidRequest, "The stream task has no secure connection to stop."))
+            }
+        }
+        do {
+            try await unwrapped.futureResult.get()
+        } catch {
+            throw FerryError.mapping(error)
+        }
     }
 
     fileprivate func handshakeEnded(_ result: Result<Void, FerryError>) {

@@ -77,6 +77,14 @@ struct StreamReadState: Sendable {
         return completeWaiting()
     }
 
+    /// Bytes read ahead of the stream's user (past a response head) go back before the rest.
+    mutating func unread(_ bytes: ByteBuffer) -> Completion? {
+        var bytes = bytes
+        bytes.writeBuffer(&buffered)
+        buffered = bytes
+        return completeWaiting()
+    }
+
     /// Input ended: the peer closed its side, or the user closed reading.
     mutating func endInput() -> Completion? {
         inputEnded = true

@@ -150,6 +150,8 @@ final class Transfer: Sendable {
             return try await send(request, body: try RequestBody.of(request)) { body, head in
                 try await stream(body, head: head, to: sink)
             }
+        case .data where Self.leavesHTTP(origin.originalRequest):
+            return try await upgrade(origin.originalRequest)
         case .data, .upload:
             let request = origin.originalRequest
             if case .data = origin.plan, let cache = configuration.responseCache,

@@ -265,6 +265,23 @@ public final class Session: Sendable {
         return download
     }
 
+    /// A running stream task on the connection a data task's `Upgrade` or `CONNECT` opened;
+    /// the data task announces it before it completes.
+    @discardableResult
+    func adoptStream(_ connection: StreamConnection, from dataTask: DataTask) -> StreamTask {
+        let stream = register { identifier in
+            StreamTask(
+                identifier: identifier,
+                request: dataTask.currentRequest,
+                plan: .socket(connection),
+                session: self
+            )
+        }
+        stream.resume()
+        dataTask.publish(.becameStreamTask(stream))
+        return stream
+    }
+
     // MARK: Delegate delivery
 
     /// Runs a delegate decision in the serial delivery context and returns its answer.
@@ -347,6 +364,10 @@ public final class Session: Sendable {
             case .becameDownload(let download):
                 if let dataTask = task as? DataTask {
                     delegate?.session(self, dataTask: dataTask, didBecome: download)
+                }
+            case .becameStreamTask(let stream):
+                if let dataTask = task as? DataTask {
+                    delegate?.session(self, dataTask: dataTask, didBecome: stream)
                 }
             case .finishedCollectingMetrics(let metrics):
                 delegate?.session(self, task: task, didFinishCollecting: metrics)

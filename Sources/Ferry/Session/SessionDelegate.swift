@@ -99,6 +99,10 @@ public protocol SessionDelegate: AnyObject, Sendable {
     func session(_ session: Session, downloadTask: DownloadTask, didFinishDownloadingTo location: URL)
     /// A data task became a download task.
     func session(_ session: Session, dataTask: DataTask, didBecome downloadTask: DownloadTask)
+    /// A data task's `Upgrade` (answered `101`) or `CONNECT` (answered `2xx`) left HTTP: its
+    /// connection continues as `streamTask`, already running (URLSession's
+    /// `urlSession(_:dataTask:didBecome:)` for stream tasks).
+    func session(_ session: Session, dataTask: DataTask, didBecome streamTask: StreamTask)
     /// A task completed; `nil` is success. Called exactly once per task.
     func session(_ session: Session, task: SessionTask, didCompleteWithError error: FerryError?)
     /// The session was invalidated. The last call the delegate gets.
@@ -163,6 +167,7 @@ extension SessionDelegate {
     ) {}
     public func session(_ session: Session, downloadTask: DownloadTask, didFinishDownloadingTo location: URL) {}
     public func session(_ session: Session, dataTask: DataTask, didBecome downloadTask: DownloadTask) {}
+    public func session(_ session: Session, dataTask: DataTask, didBecome streamTask: StreamTask) {}
     public func session(_ session: Session, task: SessionTask, didCompleteWithError error: FerryError?) {}
     public func session(_ session: Session, didBecomeInvalidWithError error: FerryError?) {}
     public func sessionDidFinishEvents(forBackgroundSession session: Session) {}

@@ -21,8 +21,10 @@ public import Foundation
 /// try await task.startSecureConnection()
 /// ```
 ///
-/// Not on Linux: `captureStreams()` (Foundation's `InputStream` / `OutputStream` pairs), and
-/// proxies (a stream task connects directly).
+/// Not here: `captureStreams()` (Foundation on Linux has no socket-backed `InputStream` /
+/// `OutputStream` to hand out) and `streamTask(with: NetService)` (Bonjour is Apple's); a
+/// stream task connects directly, not through the session's proxy (a `CONNECT` data task
+/// through it becomes a stream task instead).
 public final class StreamTask: SessionTask, @unchecked Sendable {
     var connection: StreamConnection? {
         if case .socket(let connection) = plan { return connection }
@@ -85,5 +87,14 @@ public final class StreamTask: SessionTask, @unchecked Sendable {
         let configuration =
             tls.pinned[connection.host.lowercased()] ?? tls.base ?? .makeClientConfiguration()
         try await connection.startSecureConnection(configuration)
+    }
+
+    /// Ends TLS on the connection in order (`close_notify` sent and received) and goes on in
+    /// plaintext, as URLSession's `stopSecureConnection()`.
+    ///
+    /// - Throws: ``FerryError/Reason/invalidRequest`` when TLS was never started.
+    public func stopSecureConnection() async throws(FerryError) {
+        guard let connection else { throw FerryError(.unsupportedConfiguration, "Not a stream task.") }
+        try await connection.stopSecureConnection()
     }
 }

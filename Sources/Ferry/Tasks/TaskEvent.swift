@@ -34,6 +34,10 @@ public enum TaskEvent: Sendable {
     case wroteData(bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64?)
     /// The data task's body continues in `downloadTask` (disposition `.becomeDownload`).
     case becameDownload(DownloadTask)
+    /// The data task's connection continues as `streamTask`, already running: its `Upgrade`
+    /// was answered with `101`, or its `CONNECT` with `2xx` (URLSession's
+    /// `didBecomeStreamTask`). The data task completes without a body.
+    case becameStreamTask(StreamTask)
     /// The whole body is on disk at `location` (a file in the session's directory).
     case finishedDownloading(location: URL)
     /// The downloaded file was moved to its destination.

@@ -8,12 +8,18 @@ enum TaskOutcome: Sendable {
     case file(URL)
     /// A data task whose body went to a download task.
     case becameDownload
+    /// A data task whose connection went to a stream task.
+    case becameStreamTask
     /// A streamed body, already handed to its reader (``Session/bytes(for:)``).
     case streamed
 
     var data: Data? {
-        if case .data(let data) = self { return data }
-        return nil
+        switch self {
+        case .data(let data): data
+        // A 101's and a CONNECT's 2xx have no body: the bytes after them are the stream's.
+        case .becameStreamTask: Data()
+        case .file, .becameDownload, .streamed: nil
+        }
     }
 
     var file: URL? {
