@@ -17,33 +17,15 @@ final class Microsocks {
     static var required: Bool { ProcessInfo.processInfo.environment["FERRY_REQUIRE_MICROSOCKS"] == "1" }
     static var enabled: Bool { binary != nil || required }
 
-    let port: Int
-    private let pid: pid_t
-    private let log: String
+    private let server: ServerProcess
+    var port: Int { server.port }
 
     init(user: String, password: String) async throws {
         let binary = try #require(Self.binary, "microsocks is not installed (apt-get install microsocks)")
-        port = try Nginx.freePort()
-        log = FileManager.default.temporaryDirectory.appendingPathComponent("microsocks-\(port).log").path
-        pid = try ProcessRunner.spawn(
-            binary,
-            ["-i", "127.0.0.1", "-p", "\(port)", "-u", user, "-P", password],
-            stdout: log,
-            stderr: log
-        )
-        for _ in 0..<400 {
-            if Nginx.accepts(port: port) { return }
-            try await Task.sleep(for: .milliseconds(25))
-        }
-        stop()
-        Issue.record("microsocks did not start")
-        throw CancellationError()
+        server = try await ServerProcess(binary, ["-i", "127.0.0.1", "-p", "PORT", "-u", user, "-P", password])
     }
 
-    func stop() {
-        ProcessRunner.stop(pid)
-        unlink(log)
-    }
+    func stop() { server.stop() }
 }
 
 @Suite("SOCKS5 with a user name and password (microsocks)", .serialized, .enabled(if: Microsocks.enabled))

@@ -41,25 +41,32 @@ struct SchedulingTests {
         }
     }
 
+    /// The indices of `tasks` in the order their responses arrived, once every task ended;
+    /// `start` runs after every task's events are subscribed to.
+    private func responseOrder(of tasks: [DataTask], start: () -> Void) async -> [Int] {
+        let order = MutexBox<[Int]>([])
+        await withTaskGroup(of: Void.self) { group in
+            for (index, task) in tasks.enumerated() {
+                let events = task.events
+                group.addTask {
+                    for await event in events {
+                        if case .response = event { order.mutate { $0.append(index) } }
+                    }
+                }
+            }
+            start()
+        }
+        return order.value
+    }
+
     @Test func waitingTasksStartInOrder() async throws {
         try await withServer { server in
             let session = try makeSession { $0.httpMaximumConnectionsPerHost = 1 }
-            let order = MutexBox<[Int]>([])
             let tasks = (0..<5).map { index in
                 session.dataTask(with: server.url("/bytes/1000?drip=500&interval=10&seed=\(index)"))
             }
-            await withTaskGroup(of: Void.self) { group in
-                for (index, task) in tasks.enumerated() {
-                    let events = task.events
-                    group.addTask {
-                        for await event in events {
-                            if case .response = event { order.mutate { $0.append(index) } }
-                        }
-                    }
-                }
-                for task in tasks { task.resume() }
-            }
-            #expect(order.value == [0, 1, 2, 3, 4])
+            let order = await responseOrder(of: tasks) { for task in tasks { task.resume() } }
+            #expect(order == [0, 1, 2, 3, 4])
             #expect(server.connectionStats.peak == 1)
         }
     }
@@ -71,27 +78,18 @@ struct SchedulingTests {
             let session = try makeSession { $0.httpMaximumConnectionsPerHost = 1 }
             let (holder, _) = try await session.bytes(from: server.url("/bytes/\(64 << 20)"))
             let priorities: [Float] = [0.2, 0.9, 0.5, 0.9, 0.2]
-            let order = MutexBox<[Int]>([])
             let tasks = priorities.enumerated().map { index, priority in
                 let task = session.dataTask(with: server.url("/bytes/1000?seed=\(index)"))
                 task.priority = priority
                 return task
             }
-            await withTaskGroup(of: Void.self) { group in
-                for (index, task) in tasks.enumerated() {
-                    let events = task.events
-                    group.addTask {
-                        for await event in events {
-                            if case .response = event { order.mutate { $0.append(index) } }
-                        }
-                    }
-                }
+            let order = await responseOrder(of: tasks) {
                 for task in tasks { task.resume() }
                 holder.task.cancel()
             }
             // (No connection count here: the cancelled holder's socket may still be closing
             // when the first waiter connects.)
-            #expect(order.value == [1, 3, 2, 0, 4])
+            #expect(order == [1, 3, 2, 0, 4])
         }
     }
 

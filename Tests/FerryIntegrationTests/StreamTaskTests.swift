@@ -18,38 +18,22 @@ final class SocatEcho {
     static var required: Bool { ProcessInfo.processInfo.environment["FERRY_REQUIRE_SOCAT"] == "1" }
     static var enabled: Bool { binary != nil || required }
 
-    let port: Int
-    private let pid: pid_t
-    private let directory: URL
+    private let server: ServerProcess
+    var port: Int { server.port }
 
     init(tls identity: TestPKI.Identity? = nil) async throws {
         let binary = try #require(Self.binary, "socat is not installed (apt-get install socat)")
-        directory = try makeTemporaryDirectory("socat")
-        port = try Nginx.freePort()
-        var listen = "TCP-LISTEN:\(port),bind=127.0.0.1,reuseaddr,fork"
+        var listen = "TCP-LISTEN:PORT,bind=127.0.0.1,reuseaddr,fork"
+        var files: [String: String] = [:]
         if let identity {
-            let cert = directory.appendingPathComponent("cert.pem")
-            let key = directory.appendingPathComponent("key.pem")
-            try identity.certificatePEM.write(to: cert, atomically: true, encoding: .utf8)
-            try identity.privateKeyPEM.write(to: key, atomically: true, encoding: .utf8)
-            listen = "OPENSSL-LISTEN:\(port),bind=127.0.0.1,reuseaddr,fork,cert=\(cert.path),key=\(key.path),verify=0"
+            files = ["cert.pem": identity.certificatePEM, "key.pem": identity.privateKeyPEM]
+            listen = "OPENSSL-LISTEN:PORT,bind=127.0.0.1,reuseaddr,fork,cert=DIR/cert.pem,key=DIR/key.pem,verify=0"
         }
-        let log = directory.appendingPathComponent("socat.log").path
         // -t: after one direction ends, the other may still drain for 30 s.
-        pid = try ProcessRunner.spawn(binary, ["-t", "30", listen, "PIPE"], stdout: log, stderr: log)
-        for _ in 0..<400 {
-            if Nginx.accepts(port: port) { return }
-            try await Task.sleep(for: .milliseconds(25))
-        }
-        stop()
-        Issue.record("socat did not start: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
-        throw CancellationError()
+        server = try await ServerProcess(binary, ["-t", "30", listen, "PIPE"], files: files)
     }
 
-    func stop() {
-        ProcessRunner.stop(pid)
-        try? FileManager.default.removeItem(at: directory)
-    }
+    func stop() { server.stop() }
 }
 
 /// Writes `size` bytes of test content in 64 KiB writes, then closes writing, while reading

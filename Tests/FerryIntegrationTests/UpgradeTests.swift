@@ -10,42 +10,6 @@ import Glibc
 import FoundationNetworking
 #endif
 
-/// A server started as a process for one test (websockets' echo, tinyproxy), stopped after.
-final class ServerProcess {
-    let port: Int
-    private let pid: pid_t
-    private let directory: URL
-
-    /// Starts `arguments` (with `PORT` replaced by a free port) and waits until it accepts.
-    init(_ executable: String, _ arguments: [String], files: [String: String] = [:]) async throws {
-        let directory = try makeTemporaryDirectory("server")
-        let port = try Nginx.freePort()
-        self.directory = directory
-        self.port = port
-        for (name, text) in files {
-            let resolved = text.replacingOccurrences(of: "PORT", with: "\(port)")
-            try resolved.write(to: directory.appendingPathComponent(name), atomically: true, encoding: .utf8)
-        }
-        let resolved = arguments.map {
-            $0.replacingOccurrences(of: "PORT", with: "\(port)").replacingOccurrences(of: "DIR", with: directory.path)
-        }
-        let log = directory.appendingPathComponent("server.log").path
-        pid = try ProcessRunner.spawn(executable, resolved, stdout: log, stderr: log)
-        for _ in 0..<400 {
-            if Nginx.accepts(port: port) { return }
-            try await Task.sleep(for: .milliseconds(25))
-        }
-        stop()
-        Issue.record("\(executable) did not start: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
-        throw CancellationError()
-    }
-
-    func stop() {
-        ProcessRunner.stop(pid)
-        try? FileManager.default.removeItem(at: directory)
-    }
-}
-
 /// Hands over the stream task a data task became, as the delegate hears of it.
 private final class StreamCatcher: SessionDelegate {
     let (streams, continuation) = AsyncStream.makeStream(of: StreamTask.self)
@@ -64,14 +28,7 @@ enum WebSocketEcho {
     static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("Support/ws_echo.py")
     static var required: Bool { ProcessInfo.processInfo.environment["FERRY_REQUIRE_WEBSOCKETS"] == "1" }
-    static let isAvailable: Bool = {
-        let check = Process()
-        check.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        check.arguments = ["python3", "-c", "import websockets.sync.server"]
-        guard (try? check.run()) != nil else { return false }
-        check.waitUntilExit()
-        return check.terminationStatus == 0
-    }()
+    static let isAvailable = pythonCanImport("websockets.sync.server")
     static var enabled: Bool { isAvailable || required }
 
     /// One masked text frame (RFC 6455 §5.2), as a client must send it.

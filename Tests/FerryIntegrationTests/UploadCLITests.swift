@@ -168,16 +168,7 @@ final class FormEcho: Sendable {
     /// Set by CI: the Werkzeug tests must run, not be skipped.
     static var required: Bool { ProcessInfo.processInfo.environment["FERRY_REQUIRE_FORM_ECHO"] == "1" }
 
-    static let isAvailable: Bool = {
-        let check = Process()
-        check.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        check.arguments = ["python3", "-c", "import werkzeug"]
-        check.standardOutput = FileHandle.nullDevice
-        check.standardError = FileHandle.nullDevice
-        guard (try? check.run()) != nil else { return false }
-        check.waitUntilExit()
-        return check.terminationStatus == 0 && FileManager.default.fileExists(atPath: script.path)
-    }()
+    static let isAvailable = pythonCanImport("werkzeug") && FileManager.default.fileExists(atPath: script.path)
 
     let url: String
     private let pid: pid_t
