@@ -80,6 +80,19 @@ struct GetCommand: AsyncParsableCommand {
     )
     var maximumFileSize: String?
 
+    @Option(
+        name: [.customShort("s"), .customLong("split")],
+        help:
+            "Download over up to N connections (aria2c's -s), in segments checked against the first response's validator: a file that changes starts over, never a mix."
+    )
+    var split = 1
+
+    @Option(
+        name: .customLong("min-split-size"),
+        help: "The smallest segment with -s (aria2c's -k; suffixes k, M, G): default 20M."
+    )
+    var minimumSplitSize: String?
+
     @Flag(name: .customLong("clobber"), help: "With -O, replace a file of the chosen name (without it, exit 23).")
     var clobber = false
 
@@ -132,6 +145,10 @@ struct GetCommand: AsyncParsableCommand {
             throw ValidationError("--max-filesize takes a number of bytes, with k, M or G if you like (10M).")
         }
         if clobber && !remoteName { throw ValidationError("--clobber goes with -O (-o always replaces its file).") }
+        if split < 1 || split > 64 { throw ValidationError("-s takes a number of connections from 1 to 64.") }
+        if let minimumSplitSize, (Self.byteCount(minimumSplitSize) ?? 0) < 1 {
+            throw ValidationError("--min-split-size takes a number of bytes, with k, M or G if you like (20M).")
+        }
     }
 
     /// A byte count as curl writes it: digits, then optionally k, M or G (powers of 1024).
@@ -170,6 +187,9 @@ struct GetCommand: AsyncParsableCommand {
         var configuration = SessionConfiguration.default
         configuration.retryPolicy = RetryPolicy(maximumRetries: retries)
         configuration.collectsConnectionMetrics = connectionMetrics
+        configuration.maximumConnectionsPerDownload = split
+        configuration.httpMaximumConnectionsPerHost = max(configuration.httpMaximumConnectionsPerHost, split)
+        if let size = minimumSplitSize.flatMap(Self.byteCount) { configuration.minimumSegmentSize = size }
         do {
             try connection.apply(to: &configuration, for: target, request: &request)
         } catch {
@@ -241,13 +261,16 @@ struct GetCommand: AsyncParsableCommand {
         var continuedAt: Int64?
         for await event in taskEvents {
             if case .resumedAtOffset(let offset, _) = event, continuedAt == nil { continuedAt = offset }
+            if case .segments(1, let reason?) = event, split > 1, !json, !quiet {
+                FileHandle.standardError.write(Data("ferry: one connection: \(reason)\n".utf8))
+            }
         }
         session.finishTasksAndInvalidate()
         await reporter.value
         connection.saveCookieJar(configuration)
         let speak = !json && !quiet
         if let error = task.error {
-            if let kept = error.resumeData?.bytesOnDisk {
+            if let kept = error.resumeData?.bytesKept {
                 if !json {
                     let why = interrupted.isSet ? "interrupted" : error.description
                     FileHandle.standardError.write(

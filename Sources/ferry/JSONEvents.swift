@@ -51,6 +51,10 @@ enum JSONEvents {
             emit(fields)
         case .finishedCollectingMetrics(let metrics):
             emit(Self.fields(of: metrics))
+        case .segments(let count, let reason):
+            var fields: [String: Any] = ["event": "segments", "count": count]
+            if let reason { fields["reason"] = reason }
+            emit(fields)
         case .data, .becameDownload, .becameStreamTask, .finishedDownloading:
             break
         }

@@ -81,6 +81,7 @@ extension TaskEvent {
         case .wroteData: "wroteData"
         case .becameDownload: "becameDownload"
         case .becameStreamTask: "becameStreamTask"
+        case .segments: "segments"
         case .finishedDownloading: "finishedDownloading"
         case .resumedAtOffset: "resumedAtOffset"
         case .willRetry: "willRetry"

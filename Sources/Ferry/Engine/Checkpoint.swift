@@ -26,6 +26,25 @@ struct Checkpoint {
         logger.trace("checkpoint", metadata: ["bytes-on-disk": "\(resumeData.bytesOnDisk)"])
     }
 
+    /// Records a split download's plan through `writer` (safe to call from any of its
+    /// connections): the file flushed, then resume data whose `bytesOnDisk` is the plan's
+    /// gap-free prefix and whose `segments` say how far each part came.
+    func segmentRecorder(_ writer: SegmentWriter) -> @Sendable (SegmentPlan) throws -> Void {
+        let (template, enabled, store, key, logger) = (template, enabled, store, key, logger)
+        let metadataURL = file.metadataURL
+        return { plan in
+            guard enabled else { return }
+            try writer.flush()
+            var resumeData = template
+            resumeData.bytesOnDisk = plan.contiguousPrefix
+            resumeData.segments = plan.segments
+            resumeData.createdAt = ResumeData.wholeSeconds(Date())
+            try FileSystem.writeAtomically(resumeData.encoded(), to: metadataURL)
+            try store?.save(resumeData, for: key)
+            logger.trace("checkpoint", metadata: ["segments-written": "\(plan.written)"])
+        }
+    }
+
     /// Removes the metadata (file and store entry), flushing the removal to stable storage,
     /// before the bytes it describes are discarded or replaced.
     func invalidate() throws {

@@ -133,6 +133,14 @@ package final class PartialFile {
         }
     }
 
+    /// A second descriptor for the open file, for writers on other threads (a split
+    /// download's connections); the caller closes it.
+    func duplicateDescriptor() throws -> Int32 {
+        let duplicate = fcntl(descriptor, F_DUPFD_CLOEXEC, 0)
+        guard duplicate >= 0 else { throw FileSystem.error("Cannot write '\(url.path)' from several connections") }
+        return duplicate
+    }
+
     /// Cuts the file to `size` bytes (0 to start over).
     func truncate(to size: Int64) throws {
         guard ftruncate(descriptor, off_t(size)) == 0 else { throw FileSystem.error("Cannot truncate '\(url.path)'") }

@@ -65,7 +65,9 @@ extension Transfer {
         let allowUnvalidated = configuration.allowsUnvalidatedResume || checksum != nil
         var planner = ResumePlanner(allowUnvalidatedResume: allowUnvalidated)
         let file: PartialFile
-        if let resume, let reopened = PartialFile(resuming: resume.partialFile, keep: resume.bytesOnDisk) {
+        // A split download's file holds its whole length; its segments say which bytes count.
+        let keep = resume.map { $0.segments != nil ? ($0.totalLength ?? $0.bytesOnDisk) : $0.bytesOnDisk } ?? 0
+        if let resume, let reopened = PartialFile(resuming: resume.partialFile, keep: keep) {
             file = reopened
             planner = ResumePlanner(
                 partial: .init(
@@ -82,8 +84,37 @@ extension Transfer {
         var retries = 0
         var restarts = 0
         var progress = DownloadProgress(resumed: resume != nil)
+        // A split download in progress: its segments are continued rather than the planner's
+        // one range. After a server ignored a range, the download keeps to one connection.
+        var segments: SegmentRun?
+        var singleConnection = false
+        if let resume, let recorded = resume.segments, let total = resume.totalLength, let validator = resume.validator,
+            planner.nextRequest() != .full,
+            let plan = SegmentPlan(length: total, minimumSize: configuration.minimumSegmentSize, segments: recorded)
+        {
+            segments = try makeSegmentRun(plan, validator: validator, file: file, request: request, planner: planner)
+            progress.announceOffset(plan.written, total: total, task: task, force: false)
+        }
         do {
             while true {
+                if let run = segments {
+                    do {
+                        try await fetchSegments(run, request: request, first: nil)
+                        break
+                    } catch let abandoned as SegmentsAbandoned {
+                        try startOver(
+                            after: abandoned,
+                            file: file,
+                            request: request,
+                            planner: &planner,
+                            restarts: &restarts
+                        )
+                        (segments, singleConnection) = (nil, singleConnection || abandoned.rangesIgnored)
+                    } catch {
+                        try await waitToContinue(run, after: error, retries: &retries, policy: policy)
+                    }
+                    continue
+                }
                 let plan = planner.nextRequest()
                 logPlan(plan, bytesOnDisk: file.length)
                 if plan == .full, file.length > 0 {
@@ -109,7 +140,9 @@ extension Transfer {
                             planner: &planner,
                             file: file,
                             progress: &progress,
-                            request: request
+                            request: request,
+                            segments: &segments,
+                            split: !singleConnection
                         )
                     }
                     switch step {
@@ -118,16 +151,28 @@ extension Transfer {
                     case .again:
                         if planner.nextRequest() == .full {
                             restarts += 1
-                            if restarts > Self.maximumRestarts {
-                                throw FerryError(
-                                    .badServerResponse,
-                                    "Gave up after \(Self.maximumRestarts) restarts: the server's answers to range requests do not fit together."
-                                )
-                            }
+                            if restarts > Self.maximumRestarts { throw Self.tooManyRestarts }
                         }
                         continue
                     }
                     break
+                } catch let abandoned as SegmentsAbandoned {
+                    // The first response's body was being split when a segment found the
+                    // file changed, or a range ignored.
+                    try startOver(
+                        after: abandoned,
+                        file: file,
+                        request: request,
+                        planner: &planner,
+                        restarts: &restarts
+                    )
+                    (segments, singleConnection) = (nil, singleConnection || abandoned.rangesIgnored)
+                } catch let error where segments != nil {
+                    // A split download failed after its first response: the loop continues
+                    // its segments (or gives up with them recorded).
+                    if let run = segments {
+                        try await waitToContinue(run, after: error, retries: &retries, policy: policy)
+                    }
                 } catch {
                     let failure = ferryError(from: error)
                     // Bytes written before the failure belong to the version the planner
@@ -148,6 +193,16 @@ extension Transfer {
             }
             try file.flush()
         } catch {
+            if let plan = segments?.plan {
+                planner.recordWritten(upTo: plan.contiguousPrefix)
+                throw keepOrDiscard(
+                    file,
+                    after: ferryError(from: error),
+                    request: request,
+                    planner: planner,
+                    segments: plan
+                )
+            }
             planner.recordWritten(upTo: file.length)
             throw keepOrDiscard(file, after: ferryError(from: error), request: request, planner: planner)
         }
@@ -232,7 +287,9 @@ extension Transfer {
         planner: inout ResumePlanner,
         file: PartialFile,
         progress: inout DownloadProgress,
-        request: URLRequest
+        request: URLRequest,
+        segments: inout SegmentRun?,
+        split: Bool
     ) async throws -> DownloadStep {
         let hadBytes = file.length > 0
         // Metadata describing the bytes on disk, as they were before this response.
@@ -268,6 +325,32 @@ extension Transfer {
             try file.truncate(to: 0)
             progress.announceResponse(head, task: task)
             progress.announceOffset(0, total: expected, task: task, force: restart != nil && hadBytes)
+            if split, connectionsWanted > 1 {
+                if let refusal = splitRefusal(head, length: expected, validator: planner.partial.validator) {
+                    task.publish(.segments(1, reason: refusal))
+                } else if let expected, let validator = planner.partial.validator {
+                    let plan = SegmentPlan(
+                        length: expected,
+                        count: connectionsWanted,
+                        minimumSize: configuration.minimumSegmentSize
+                    )
+                    task.publish(.segments(plan.segments.count, reason: nil))
+                    logger.debug("splitting", metadata: ["segments": "\(plan.segments.count)"])
+                    // The whole length at once (sparse): segments write anywhere in it.
+                    try file.truncate(to: expected)
+                    let run = try makeSegmentRun(
+                        plan,
+                        validator: validator,
+                        file: file,
+                        request: request,
+                        planner: planner
+                    )
+                    segments = run
+                    try await fetchSegments(run, request: request, first: (start: 0, body: body))
+                    planner.recordWritten(upTo: expected)
+                    return .done
+                }
+            }
             var writer = BodyWriter(
                 file: file,
                 task: task,

@@ -58,7 +58,8 @@ extension Transfer {
         _ file: PartialFile,
         after error: FerryError,
         request: URLRequest,
-        planner: ResumePlanner
+        planner: ResumePlanner,
+        segments: SegmentPlan? = nil
     ) -> FerryError {
         var failure = error
         let cancelled = error.reason == .cancelled || task.isCanceling
@@ -67,14 +68,19 @@ extension Transfer {
         let key = task.effectiveResumeKey
         var refused = error.reason == .checksumMismatch
         if error.reason.limit != nil { refused = true }
-        guard file.length > 0, resumable, !cancelled || task.producesResumeData, !refused else {
+        let kept = segments?.written ?? file.length
+        guard kept > 0, resumable, !cancelled || task.producesResumeData, !refused else {
             file.discard()
             store?.remove(key)
             return failure
         }
         do {
             try file.finish()
-            let resumeData = Self.resumeData(for: task, request: request, file: file, planner: planner)
+            var resumeData = Self.resumeData(for: task, request: request, file: file, planner: planner)
+            if let segments {
+                resumeData.bytesOnDisk = segments.contiguousPrefix
+                resumeData.segments = segments.segments
+            }
             try file.writeMetadata(resumeData)
             try store?.save(resumeData, for: key)
             failure.resumeData = resumeData

@@ -26,12 +26,15 @@ extension Transfer {
     }
 
     /// Sends `request`, following redirects, and hands the final response to `consume`
-    /// while its connection slot is held. Each hop waits for its origin's slot.
+    /// while its connection slot is held. Each hop waits for its origin's slot, held through
+    /// `lease` (the transfer's own unless a segment of a split download brings its own).
     func send<Result: Sendable>(
         _ request: URLRequest,
         body: RequestBody?,
+        lease: HostLimiter.Lease? = nil,
         consume: (ResponseBody, HTTPResponse) async throws -> Result
     ) async throws -> Result {
+        let lease = lease ?? self.lease
         let interceptor = configuration.interceptor
         var hops = Hops(
             request: try await adapt(request, with: interceptor),

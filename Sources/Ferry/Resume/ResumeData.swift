@@ -39,6 +39,32 @@ public struct ResumeData: Codable, Sendable, Equatable {
     public var partialFile: URL
     /// When this resume data was made.
     public var createdAt: Date
+    /// For a download split across connections (``SessionConfiguration/maximumConnectionsPerDownload``):
+    /// each segment's range and how far it came; `nil` for one connection. ``bytesOnDisk``
+    /// is then the prefix written without a gap, which a reader that knows nothing of
+    /// segments may still trust.
+    public var segments: [Segment]?
+
+    /// The bytes on disk this resume data continues: every segment's, or ``bytesOnDisk``.
+    public var bytesKept: Int64 {
+        segments?.reduce(0) { $0 + ($1.next - $1.start) } ?? bytesOnDisk
+    }
+
+    /// One part of a split download: the bytes `start..<end`, written up to `next`.
+    public struct Segment: Codable, Sendable, Equatable {
+        public var start: Int64
+        public var next: Int64
+        public var end: Int64
+
+        public init(start: Int64, next: Int64, end: Int64) {
+            self.start = start
+            self.next = next
+            self.end = end
+        }
+
+        var remaining: Int64 { end - next }
+        var isDone: Bool { next >= end }
+    }
 
     static let credentialHeaders = HeaderFields.credentialNames
 

@@ -374,7 +374,8 @@ public final class Session: Sendable {
             case .completed(let error):
                 delegate?.session(self, task: task, didCompleteWithError: error)
                 task.completionHandler?(task, error)
-            case .resumed, .suspended, .willRedirect, .response, .movedDownload, .failedToMoveDownload, .willRetry:
+            case .resumed, .suspended, .willRedirect, .response, .movedDownload, .failedToMoveDownload, .willRetry,
+                .segments:
                 break
             }
         }

@@ -123,6 +123,21 @@ public struct SessionConfiguration: Sendable {
     /// reaches the destination. Default `nil`: no limit.
     public var maximumFileSize: Int64?
 
+    /// Most connections one download may use at once (aria2c's `--split`): 1 (the default)
+    /// fetches the file over one connection. With more, a download whose first response
+    /// has a strong validator, a length and `Accept-Ranges: bytes` is split into segments of
+    /// at least ``minimumSegmentSize``, fetched with `Range` + `If-Range`, written at their
+    /// offsets into the one partial file, and rebalanced as segments finish. Every `206` is
+    /// checked against the first response's validator and length: a file that changes
+    /// restarts from byte 0 with its new version, never a mix. Segments count against
+    /// ``httpMaximumConnectionsPerHost``. A task's ``DownloadTask/maximumConnections``
+    /// overrides it.
+    public var maximumConnectionsPerDownload = 1
+
+    /// The smallest segment a split download makes (aria2c's `--min-split-size`): 20 MiB by
+    /// default, so a file under 40 MiB takes one connection.
+    public var minimumSegmentSize: Int64 = 20 << 20
+
     /// Most header fields a response may have, and most bytes of them together: a server
     /// that sends more fails the task with ``FerryError/Reason/badServerResponse`` before any
     /// of it is used. (The HTTP parser also refuses a head over 80 KiB.)
@@ -224,6 +239,12 @@ public struct SessionConfiguration: Sendable {
             throw FerryError(
                 .unsupportedConfiguration,
                 "'\(identifier)' is not a background session identifier: 1 to 128 letters, digits, '.', '_' or '-'."
+            )
+        }
+        guard maximumConnectionsPerDownload >= 1, minimumSegmentSize >= 1 else {
+            throw FerryError(
+                .unsupportedConfiguration,
+                "maximumConnectionsPerDownload and minimumSegmentSize must be at least 1."
             )
         }
         guard httpMaximumConnectionsPerHost >= 1 else {

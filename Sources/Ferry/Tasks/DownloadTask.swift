@@ -10,6 +10,14 @@ public final class DownloadTask: SessionTask, @unchecked Sendable {
     /// Where the file ended up, once the task completed successfully.
     public var fileURL: URL? { outcome?.file }
 
+    /// Most connections this download may use at once; `nil` (the default) takes the
+    /// session's ``SessionConfiguration/maximumConnectionsPerDownload``. Set before
+    /// ``resume()``. See ``TaskEvent/segments(_:reason:)`` for what the download chose.
+    public var maximumConnections: Int? {
+        get { storage.withLock { $0.maximumConnections } }
+        set { storage.withLock { $0.maximumConnections = newValue.map { max(1, $0) } } }
+    }
+
     /// Cancels the download, keeping its partial file, and returns what continues it, or
     /// `nil` when there is nothing worth continuing (no byte on disk, no strong validator,
     /// or the download had already finished). Like URLSession's

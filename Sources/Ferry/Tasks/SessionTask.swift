@@ -48,6 +48,7 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
         var checksum: Checksum?
         var resumesFromStore = false
         var priority: Float = 0.5
+        var maximumConnections: Int?
         var earliestBeginDate: Date?
         /// The daemon's id of a background session's task, once submitted.
         var backgroundID: Int64?

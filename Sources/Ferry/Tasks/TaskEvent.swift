@@ -34,6 +34,10 @@ public enum TaskEvent: Sendable {
     case wroteData(bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64?)
     /// The data task's body continues in `downloadTask` (disposition `.becomeDownload`).
     case becameDownload(DownloadTask)
+    /// A download asked for more than one connection and chose `count` segments; with one,
+    /// `reason` says why it did not split (no strong validator, no length, no byte ranges,
+    /// too small, or a server that ignored a range).
+    case segments(Int, reason: String?)
     /// The data task's connection continues as `streamTask`, already running: its `Upgrade`
     /// was answered with `101`, or its `CONNECT` with `2xx` (URLSession's
     /// `didBecomeStreamTask`). The data task completes without a body.

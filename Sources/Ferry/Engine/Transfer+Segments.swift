@@ -1,0 +1,353 @@
+import Foundation
+import NIOCore
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A download split across connections (``SessionConfiguration/maximumConnectionsPerDownload``):
+/// segments of one partial file fetched at once with `Range` + `If-Range`, each checked
+/// against the first response's validator and length, written at their offsets, rebalanced
+/// as they finish, and checkpointed together.
+extension Transfer {
+    /// A file changed between segments, or the server ignored a range: the segments cannot
+    /// be put together, and the download starts over (with one connection when ranges are
+    /// ignored).
+    struct SegmentsAbandoned: Error {
+        let reason: String
+        let rangesIgnored: Bool
+    }
+
+    static var tooManyRestarts: FerryError {
+        FerryError(
+            .badServerResponse,
+            "Gave up after \(maximumRestarts) restarts: the server's answers to range requests do not fit together."
+        )
+    }
+
+    /// A split download's run over `file`, recording its plan in checkpoints.
+    func makeSegmentRun(
+        _ plan: SegmentPlan,
+        validator: Validator,
+        file: PartialFile,
+        request: URLRequest,
+        planner: ResumePlanner
+    ) throws -> SegmentRun {
+        let writer = try SegmentWriter(file)
+        return SegmentRun(
+            plan: plan,
+            validator: validator,
+            writer: writer,
+            record: checkpoint(file, request: request, planner: planner).segmentRecorder(writer)
+        )
+    }
+
+    /// After ``SegmentsAbandoned``: the record of the segments goes first, then their bytes;
+    /// the download starts over from byte 0 (with one connection if ranges were ignored),
+    /// unless it has restarted too often.
+    func startOver(
+        after abandoned: SegmentsAbandoned,
+        file: PartialFile,
+        request: URLRequest,
+        planner: inout ResumePlanner,
+        restarts: inout Int
+    ) throws {
+        restarts += 1
+        if restarts > Self.maximumRestarts { throw Self.tooManyRestarts }
+        logger.debug("starting over", metadata: ["why": "\(abandoned.reason)"])
+        try checkpoint(file, request: request, planner: planner).invalidate()
+        try file.truncate(to: 0)
+        planner.reset()
+        task.publish(.segments(1, reason: abandoned.rangesIgnored ? abandoned.reason : nil))
+        task.publish(.resumedAtOffset(0, expectedTotalBytes: nil))
+        task.setDownloadPosition(0, expected: nil)
+    }
+
+    /// After a split download's failure: records its segments and waits out the retry
+    /// policy's delay before they continue, or throws when the failure is final (the
+    /// segments stay recorded for `-c` and resume data).
+    func waitToContinue(_ run: SegmentRun, after error: any Error, retries: inout Int, policy: RetryPolicy) async throws
+    {
+        let failure = ferryError(from: error)
+        if Task.isCancelled || failure.reason == .cancelled { throw failure }
+        retries += 1
+        guard let delay = policy.delay(beforeRetry: retries, after: failure) else { throw failure }
+        logger.debug("retrying the segments", metadata: ["attempt": "\(retries)", "error": "\(failure)"])
+        task.publish(.willRetry(attempt: retries, delay: delay, error: failure))
+        try? run.checkpoint(force: true)
+        try await waitBeforeRetry(.seconds(delay))
+    }
+
+    /// Connections this download may use.
+    var connectionsWanted: Int {
+        (task as? DownloadTask)?.maximumConnections ?? configuration.maximumConnectionsPerDownload
+    }
+
+    /// Why a first response cannot be split; `nil` when it can.
+    func splitRefusal(_ head: HTTPResponse, length: Int64?, validator: Validator?) -> String? {
+        guard let length else { return "the server did not announce the length" }
+        guard validator != nil else {
+            return "the response has no strong validator (ETag or Last-Modified): segments could mix two versions"
+        }
+        guard head.headers["Accept-Ranges"]?.lowercased().contains("bytes") == true else {
+            return "the server does not announce byte ranges (Accept-Ranges: bytes)"
+        }
+        let minimum = configuration.minimumSegmentSize
+        guard length >= 2 * minimum else { return "the file is smaller than two segments of \(minimum) bytes" }
+        return nil
+    }
+
+    /// Fetches every unfinished segment of `run` over up to ``connectionsWanted``
+    /// connections; `first` is the segment the first response's body already serves. Returns
+    /// once every byte is written; throws ``SegmentsAbandoned`` when the pieces cannot be put
+    /// together, or the first connection's failure (the others are cancelled, the plan keeps
+    /// what each wrote).
+    func fetchSegments(
+        _ run: SegmentRun,
+        request: URLRequest,
+        first: (start: Int64, body: ResponseBody)?
+    ) async throws {
+        let connections = max(1, connectionsWanted)
+        // A new round: segments a failed round's connections worked on are free again.
+        run.releaseClaims()
+        if let first { run.claimFirst(first.start) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            if let first {
+                group.addTask { try await self.segmentWorker(run, request: request, first: first, ownLease: false) }
+            }
+            for _ in 0..<(connections - (first == nil ? 0 : 1)) {
+                group.addTask { try await self.segmentWorker(run, request: request, first: nil, ownLease: true) }
+            }
+            try await group.waitForAll()
+        }
+        try run.checkpoint(force: true)
+        // Every connection stopped; only a plan with every byte written is a finished file.
+        guard run.plan.isComplete else {
+            throw FerryError(.network, "The connections ended before every segment was complete.")
+        }
+    }
+
+    /// One connection's work: its first segment, then any unclaimed one, then half of the
+    /// largest one left, until nothing is left to split.
+    private func segmentWorker(
+        _ run: SegmentRun,
+        request: URLRequest,
+        first: (start: Int64, body: ResponseBody)?,
+        ownLease: Bool
+    ) async throws {
+        let lease =
+            ownLease
+            ? HostLimiter.Lease(engine.limiter, reservation: nil, priority: task.priority) { [task] in
+                task.setQueued($0)
+            } : self.lease
+        defer { if ownLease { lease.release() } }
+        if let first {
+            try await writeSegment(first.start, of: run, from: first.body)
+        }
+        // The first response's segment, if its body ended early; then any other.
+        var current = first?.start ?? run.claim()
+        while let start = current {
+            defer { current = run.claim() }
+            while let (next, end) = run.position(of: start), next < end {
+                var attempt = Self.request(request, for: .range(from: next, ifRange: run.validator.headerValue))
+                attempt.setValue("bytes=\(next)-\(end - 1)", forHTTPHeaderField: "Range")
+                try await send(attempt, body: nil, lease: lease) { body, head in
+                    try await self.check(head, body: body, asked: next, of: run)
+                    try await self.writeSegment(start, of: run, from: body)
+                }
+            }
+        }
+    }
+
+    /// A segment's `206` must continue exactly where it was asked to, of the same length
+    /// and validator; a `200` means the file changed (`If-Range` failed) or ranges are
+    /// ignored; any other status is the download's error.
+    private func check(_ head: HTTPResponse, body: ResponseBody, asked next: Int64, of run: SegmentRun) async throws {
+        let offered = Validator(response: head)
+        switch head.statusCode {
+        case 206:
+            guard let field = head.headers["Content-Range"],
+                case .satisfied(let first, _, let complete)? = ContentRange(field),
+                first == next
+            else {
+                throw SegmentsAbandoned(
+                    reason: "a segment's 206 does not start at byte \(next)",
+                    rangesIgnored: true
+                )
+            }
+            if complete != run.length || (offered != nil && offered != run.validator) {
+                throw SegmentsAbandoned(
+                    reason: "the file changed while its segments were fetched",
+                    rangesIgnored: false
+                )
+            }
+            // A split download continued from resume data has no first response of its own:
+            // the first segment's answer is the task's response.
+            if task.response == nil, run.takeFirstAnswer() { task.didReceive(response: head) }
+        case 200:
+            if offered == run.validator {
+                throw SegmentsAbandoned(reason: "the server answered a range with the whole file", rangesIgnored: true)
+            }
+            throw SegmentsAbandoned(reason: "the file changed while its segments were fetched", rangesIgnored: false)
+        case 416:
+            throw SegmentsAbandoned(
+                reason: "the file changed (a segment's range is past its end)",
+                rangesIgnored: false
+            )
+        default:
+            throw await statusError(head, body: body)
+        }
+    }
+
+    /// Writes the body into the segment starting at `start`, from its `next` up to its end
+    /// (which a split may move while the body arrives), then stops reading.
+    private func writeSegment(_ start: Int64, of run: SegmentRun, from body: ResponseBody) async throws {
+        var meter = ProgressMeter(task: task, direction: .written)
+        defer { meter.finish() }
+        var iterator = body.makeAsyncIterator()
+        while true {
+            try await task.waitWhilePaused()
+            guard let chunk = try await iterator.next() else { return }
+            guard let (next, end) = run.position(of: start), next < end else { return }
+            let count = min(Int64(chunk.readableBytes), end - next)
+            try chunk.withUnsafeReadableBytes { bytes in
+                try run.writer.write(UnsafeRawBufferPointer(rebasing: bytes[..<Int(count)]), at: next)
+            }
+            let taken = run.advance(start, by: count)
+            meter.add(taken)
+            try run.checkpoint(force: false)
+            if count < Int64(chunk.readableBytes) || next + count >= end { return }
+        }
+    }
+}
+
+/// The segments of one download being fetched at once: the plan behind one lock, which
+/// connection works on which segment, and the checkpoints that record them.
+///
+/// Thread-safe: connections call it from their own Swift tasks.
+final class SegmentRun: Sendable {
+    private struct State {
+        var answered = false
+        var plan: SegmentPlan
+        /// Segments a connection is working on.
+        var claimed: Set<Int64> = []
+        var lastCheckpoint: (written: Int64, time: ContinuousClock.Instant)
+    }
+
+    let length: Int64
+    let validator: Validator
+    let writer: SegmentWriter
+    private let state: Mutex<State>
+    /// Writes resume data describing `plan` (flushing the file first).
+    private let record: @Sendable (SegmentPlan) throws -> Void
+
+    init(
+        plan: SegmentPlan,
+        validator: Validator,
+        writer: SegmentWriter,
+        record: @escaping @Sendable (SegmentPlan) throws -> Void
+    ) {
+        self.length = plan.length
+        self.validator = validator
+        self.writer = writer
+        self.record = record
+        self.state = Mutex(State(plan: plan, lastCheckpoint: (plan.written, .now)))
+    }
+
+    var plan: SegmentPlan { state.withLock { $0.plan } }
+
+    /// Forgets which connection worked on which segment (they have all stopped).
+    func releaseClaims() {
+        state.withLock { $0.claimed = [] }
+    }
+
+    /// `true` for the first caller only: whose answer becomes the task's response.
+    func takeFirstAnswer() -> Bool {
+        state.withLock { state in
+            defer { state.answered = true }
+            return !state.answered
+        }
+    }
+
+    /// Marks the segment starting at `start` as served by the first response.
+    func claimFirst(_ start: Int64) {
+        state.withLock { _ = $0.claimed.insert(start) }
+    }
+
+    /// An unfinished segment no connection works on, or a new one split off the largest.
+    func claim() -> Int64? {
+        state.withLock { state in
+            if let free = state.plan.unfinished.first(where: { !state.claimed.contains($0) }) {
+                state.claimed.insert(free)
+                return free
+            }
+            guard let split = state.plan.split() else { return nil }
+            state.claimed.insert(split)
+            return split
+        }
+    }
+
+    func position(of start: Int64) -> (next: Int64, end: Int64)? {
+        state.withLock { $0.plan.position(of: start) }
+    }
+
+    func advance(_ start: Int64, by count: Int64) -> Int64 {
+        state.withLock { $0.plan.advance(start, by: count) }
+    }
+
+    /// Records the plan when a checkpoint is due (every ``Checkpoint/bytes`` or
+    /// ``Checkpoint/interval``), or now with `force`. One connection records at a time; the
+    /// plan is taken before the file is flushed, so the record never claims a byte that is
+    /// not on disk.
+    func checkpoint(force: Bool) throws {
+        let due: SegmentPlan? = state.withLock { state in
+            let written = state.plan.written
+            guard
+                force || written - state.lastCheckpoint.written >= Checkpoint.bytes
+                    || ContinuousClock.now - state.lastCheckpoint.time >= Checkpoint.interval
+            else { return nil }
+            state.lastCheckpoint = (written, .now)
+            return state.plan
+        }
+        if let due { try record(due) }
+    }
+}
+
+/// Positioned writes into a partial file from several connections at once, through a
+/// descriptor of its own (`pwrite(2)` is safe to call concurrently on distinct ranges).
+final class SegmentWriter: Sendable {
+    private let descriptor: Int32
+    private let path: String
+
+    init(_ file: PartialFile) throws {
+        self.descriptor = try file.duplicateDescriptor()
+        self.path = file.url.path
+    }
+
+    deinit { close(descriptor) }
+
+    /// Flushes the file's data to stable storage.
+    func flush() throws {
+        guard fsync(descriptor) == 0 || errno == EINVAL else { throw FileSystem.error("Cannot flush '\(path)'") }
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws {
+        guard let base = bytes.baseAddress else { return }
+        var done = 0
+        while done < bytes.count {
+            let result = pwrite(descriptor, base + done, bytes.count - done, off_t(offset) + off_t(done))
+            if result < 0 {
+                if errno == EINTR { continue }
+                throw FileSystem.error("Cannot write '\(path)'")
+            }
+            done += result
+        }
+    }
+}
