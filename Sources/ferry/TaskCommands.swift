@@ -43,6 +43,13 @@ struct AddCommand: AsyncParsableCommand {
     @Flag(name: .customLong("discretionary"), help: "Run only when nothing else waits.")
     var discretionary = false
 
+    @Option(
+        name: [.customShort("s"), .customLong("split")],
+        help:
+            "Download over up to N connections, in segments (as ferry get -s); the daemon's --max-per-host still applies."
+    )
+    var split: Int?
+
     @Flag(name: .customLong("no-start"), help: "Fail instead of starting a daemon when none answers.")
     var noStart = false
 
@@ -72,6 +79,7 @@ struct AddCommand: AsyncParsableCommand {
             request.priority = priority
             request.earliestBeginDate = startAfter.map { Date(timeIntervalSinceNow: $0) }
             request.discretionary = discretionary ? true : nil
+            request.connections = split
             try await BackgroundDaemonLauncher.ensureRunning(daemon.locations, start: !noStart)
             let task = try await daemon.client.add(request)
             print(task.id ?? 0)

@@ -311,3 +311,30 @@ struct SegmentedNginxTests {
         #expect(try await sha256(of: output) == expected)
     }
 }
+
+@Suite("ferry add -s: the daemon's segmented downloads", .serialized)
+struct SegmentedDaemonTests {
+    @Test func theDaemonSplitsADownloadAcrossConnections() async throws {
+        try await withServer { server in
+            let (daemon, pid) = try await DaemonProcess.started()
+            defer { DaemonProcess.killNine(pid) }
+            let size: Int64 = 48_000_000
+            let output = daemon.directory.appendingPathComponent("out/split.bin")
+            let id = try await daemon.add([
+                server.url("/bytes/\(size)?seed=14").absoluteString, "-o", output.path, "-s", "4",
+            ])
+            let wait = try await daemon.ferry(["wait", "-q", "\(id)"])
+            #expect(wait.status == 0, "\(wait.stderrText)")
+            #expect(try Data(contentsOf: output) == TestContent.data(size: size, seed: 14))
+            let ranged = server.requests(to: "/bytes/\(size)").filter { $0.headers["range"] != nil }
+            // 48 MB in segments of at least 20 MiB: two, the second asked for with a range.
+            #expect(!ranged.isEmpty, "the daemon asked for a segment with a range")
+            #expect(ranged.allSatisfy { $0.headers["if-range"] != nil })
+            #expect(try await daemon.client.task(id).connections == 4)
+            let refused = try await daemon.ferry([
+                "add", server.url("/bytes/10").absoluteString, "-o", output.path, "-s", "0",
+            ])
+            #expect(refused.status != 0)
+        }
+    }
+}

@@ -39,6 +39,8 @@ package enum BackgroundAPI {
         package var method: String?
         /// An upload's body: an absolute path under an allowed directory.
         package var sourceFile: String?
+        /// Most connections a download may use, 1 … 64 (segments, as `ferry get -s`).
+        package var connections: Int?
 
         package init(url: String, destination: String, session: String? = nil) {
             self.url = url
@@ -48,7 +50,7 @@ package enum BackgroundAPI {
 
         package static let fields: Set<String> = [
             "url", "destination", "session", "headers", "priority", "earliestBeginDate", "discretionary",
-            "taskDescription", "kind", "method", "sourceFile",
+            "taskDescription", "kind", "method", "sourceFile", "connections",
         ]
     }
 

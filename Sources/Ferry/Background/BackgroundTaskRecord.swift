@@ -58,6 +58,8 @@ package struct BackgroundTaskRecord: Codable, Sendable, Equatable {
     package var earliestBeginDate: Date?
     /// Runs only when nothing else waits (URLSessionConfiguration.isDiscretionary).
     package var isDiscretionary: Bool
+    /// Most connections the download may use (`ferry add -s`); `nil` for one.
+    package var connections: Int?
     package var createdAt: Date
     package var finishedAt: Date?
 

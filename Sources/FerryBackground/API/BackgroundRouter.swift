@@ -188,6 +188,9 @@ struct BackgroundRouter: Sendable {
         if let priority = request.priority, !(0...1).contains(priority) {
             throw .badRequest("'priority' must be between 0 and 1.")
         }
+        if let connections = request.connections, !(1...64).contains(connections) {
+            throw .badRequest("'connections' must be between 1 and 64.")
+        }
         if let description = request.taskDescription, description.utf8.count > 4096 {
             throw .badRequest("'taskDescription' may hold at most 4096 bytes.")
         }
@@ -201,6 +204,7 @@ struct BackgroundRouter: Sendable {
             isDiscretionary: request.discretionary ?? false
         )
         record.taskDescription = request.taskDescription
+        record.connections = request.connections
         if request.kind == .upload {
             let method = (request.method ?? "POST").uppercased()
             guard ["POST", "PUT", "PATCH"].contains(method) else {

@@ -226,6 +226,7 @@ package actor BackgroundDaemon {
             )
             download.resumeKey = record.resumeKey
             download.resumesFromStore = true
+            download.maximumConnections = record.connections
             transfer = download
         }
         try store.update(id) { $0.state = .running }

@@ -86,6 +86,10 @@ package final class BackgroundStore: Sendable {
                 table.column("createdAt", .datetime).notNull()
             }
         }
+        // Segmented downloads: the connections a task may use.
+        migrator.registerMigration("v2") { db in
+            try db.alter(table: "task") { table in table.add(column: "connections", .integer) }
+        }
         return migrator
     }
 
