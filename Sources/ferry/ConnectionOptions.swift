@@ -89,16 +89,26 @@ struct ConnectionOptions: ParsableArguments {
     @Flag(name: [.customShort("k"), .customLong("insecure")], help: "Accept any server certificate (unsafe).")
     var insecure = false
 
+    @Option(
+        name: .customLong("limit-rate"),
+        help: "Move at most RATE bytes per second (curl's --limit-rate: suffixes k, M, G)."
+    )
+    var limitRate: String?
+
     func validate() throws {
         if let proxy, Proxy(address: proxy) == nil { throw ValidationError("'\(proxy)' is not a proxy address.") }
         if [basic, digest, anyAuth].filter({ $0 }).count > 1 {
             throw ValidationError("Choose one of --basic, --digest and --anyauth.")
+        }
+        if let limitRate, (GetCommand.byteCount(limitRate) ?? 0) < 1 {
+            throw ValidationError("--limit-rate takes bytes per second, with k, M or G if you like (500k).")
         }
     }
 
     /// Puts these options into `configuration` and `request` for a request to `url`.
     func apply(to configuration: inout SessionConfiguration, for url: URL, request: inout URLRequest) throws {
         if verbose { configuration.logger = VerboseLog.logger() }
+        configuration.maximumBytesPerSecond = limitRate.flatMap(GetCommand.byteCount)
         if let credential = try credential(for: url) {
             if digest || anyAuth {
                 configuration.credential = credential

@@ -54,6 +54,12 @@ struct DaemonCommand: AsyncParsableCommand {
     var perHostLimit = 4
 
     @Option(
+        name: .customLong("limit-rate"),
+        help: "At most RATE bytes per second for all transfers together (suffixes k, M, G)."
+    )
+    var limitRate: String?
+
+    @Option(
         name: .customLong("keep-days"),
         help: "Days a finished task is kept (then ferry ls --all no longer shows it)."
     )
@@ -72,6 +78,9 @@ struct DaemonCommand: AsyncParsableCommand {
     func validate() throws {
         if Logger.Level(rawValue: logLevel) == nil {
             throw ValidationError("--log-level takes trace, debug, info, notice, warning, error or critical.")
+        }
+        if let limitRate, (GetCommand.byteCount(limitRate) ?? 0) < 1 {
+            throw ValidationError("--limit-rate takes bytes per second, with k, M or G if you like (2M).")
         }
     }
 
@@ -93,6 +102,7 @@ struct DaemonCommand: AsyncParsableCommand {
             var options = BackgroundDaemon.Options(stateDirectory: locations.stateDirectory)
             options.globalLimit = max(1, globalLimit)
             options.perHostLimit = max(1, perHostLimit)
+            options.bytesPerSecond = limitRate.flatMap(GetCommand.byteCount)
             var allowedDirectories = [
                 FileManager.default.homeDirectoryForCurrentUser, locations.stateDirectory,
                 FileManager.default.temporaryDirectory, URL(fileURLWithPath: "/tmp"),

@@ -9,11 +9,14 @@ struct CountingChunks: AsyncSequence, Sendable {
     /// so the last progress event goes out with the last chunk, not at the end of the
     /// sequence.
     var length: Int64?
+    /// The bandwidth limits, if any: a chunk is handed over once the limit allows it.
+    var throttle: Throttle?
 
     struct Iterator: AsyncIteratorProtocol {
         var base: ByteChunks.Iterator
         let task: SessionTask
         let length: Int64?
+        let throttle: Throttle?
         var meter: ProgressMeter
         var sent: Int64 = 0
 
@@ -21,6 +24,7 @@ struct CountingChunks: AsyncSequence, Sendable {
             try await task.waitWhilePaused()
             if let chunk = try await base.next() {
                 let count = Int64(chunk.readableBytes)
+                try await throttle?.pace(count)
                 sent += count
                 meter.add(count, last: length.map { sent >= $0 } ?? false)
                 return chunk
@@ -35,6 +39,7 @@ struct CountingChunks: AsyncSequence, Sendable {
             base: base.makeAsyncIterator(),
             task: task,
             length: length,
+            throttle: throttle,
             meter: ProgressMeter(task: task, direction: .sent)
         )
     }

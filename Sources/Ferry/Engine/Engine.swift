@@ -27,6 +27,8 @@ final class Engine: Sendable {
     /// The per-host limit: transfers hold its slots through a ``HostLimiter/Lease``, from
     /// before they open files until they end, released while they sleep before a retry.
     let limiter: HostLimiter
+    /// ``SessionConfiguration/maximumBytesPerSecond``, shared by every transfer.
+    let rateLimiter: RateLimiter?
     let watchdog: Watchdog
     /// Trust and identity for https (pinned hosts get their own configuration per request).
     let tls: ResolvedTLS
@@ -74,6 +76,7 @@ final class Engine: Sendable {
         self.clients = clients
         self.direct = direct
         limiter = HostLimiter(limit: configuration.httpMaximumConnectionsPerHost)
+        rateLimiter = configuration.maximumBytesPerSecond.map { RateLimiter(bytesPerSecond: $0) }
         watchdog = Watchdog(
             idle: configuration.timeoutIntervalForRequest,
             resource: configuration.timeoutIntervalForResource

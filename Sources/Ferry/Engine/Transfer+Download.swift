@@ -357,7 +357,8 @@ extension Transfer {
                 offset: 0,
                 skip: 0,
                 limit: expected,
-                maximumFileSize: configuration.maximumFileSize
+                maximumFileSize: configuration.maximumFileSize,
+                throttle: throttle
             )
             try await writer.write(body, checkpoint: checkpoint)
             planner.recordWritten(upTo: file.length)
@@ -380,7 +381,8 @@ extension Transfer {
                 offset: offset,
                 skip: skip,
                 limit: length,
-                maximumFileSize: configuration.maximumFileSize
+                maximumFileSize: configuration.maximumFileSize,
+                throttle: throttle
             )
             try await writer.write(body, checkpoint: checkpoint)
             planner.recordWritten(upTo: file.length)

@@ -34,7 +34,7 @@ extension Transfer {
             method: NIOHTTP1.HTTPMethod(rawValue: request.method.rawValue),
             url: url,
             headers: headers,
-            body: body.map { CountingChunks(base: $0.chunks(), task: task, length: $0.length) },
+            body: body.map { CountingChunks(base: $0.chunks(), task: task, length: $0.length, throttle: throttle) },
             decompressing: decompressing
         )
         return try await engine.execute(outgoing) { task.touch() }

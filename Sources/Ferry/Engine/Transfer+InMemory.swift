@@ -57,6 +57,7 @@ extension Transfer {
                 data.append(contentsOf: bytes)
                 origin.didReceive(data: bytes, publishData: true)
             }
+            try await throttle?.pace(Int64(chunk.readableBytes))
         }
         guard origin.transferWillFinish() else { throw CancellationError() }
         return .data(data)
@@ -81,7 +82,8 @@ extension Transfer {
                     offset: 0,
                     skip: 0,
                     limit: head.expectedContentLength,
-                    maximumFileSize: configuration.maximumFileSize
+                    maximumFileSize: configuration.maximumFileSize,
+                    throttle: throttle
                 )
                 try await writer.write(body, checkpoint: nil)
                 try file.finish()

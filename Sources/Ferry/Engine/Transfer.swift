@@ -36,6 +36,8 @@ final class Transfer: Sendable {
     /// The transfer's slot in the per-host limit: first for the origin of the original
     /// request (its place in the queue taken when the task was resumed), then for each hop's.
     let lease: HostLimiter.Lease
+    /// The bandwidth limits the transfer's bytes move under, if any.
+    let throttle: Throttle?
     /// A download written in order (not stored for resuming) is decoded as a data task's
     /// body is; other downloads keep the bytes as sent.
     let decodesDownload = Atomic(false)
@@ -48,6 +50,7 @@ final class Transfer: Sendable {
             queued in
             task.setQueued(queued)
         }
+        self.throttle = Throttle.make(task: task, shared: session.engine.rateLimiter)
         var logger = session.configuration.logger
         logger[metadataKey: "ferry-task"] = "\(task.taskIdentifier)"
         self.logger = logger

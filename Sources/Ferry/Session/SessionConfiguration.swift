@@ -134,6 +134,13 @@ public struct SessionConfiguration: Sendable {
     /// overrides it.
     public var maximumConnectionsPerDownload = 1
 
+    /// Most bytes per second all of the session's transfers move together, each way
+    /// (aria2c's `--max-overall-download-limit`; a task's own limit is
+    /// ``SessionTask/maximumBytesPerSecond``). Downloads stop reading and uploads stop
+    /// sending while over it, so the peers are slowed by TCP and no memory is spent. `nil`
+    /// (the default): no limit.
+    public var maximumBytesPerSecond: Int64?
+
     /// The smallest segment a split download makes (aria2c's `--min-split-size`): 20 MiB by
     /// default, so a file under 40 MiB takes one connection.
     public var minimumSegmentSize: Int64 = 20 << 20
@@ -240,6 +247,9 @@ public struct SessionConfiguration: Sendable {
                 .unsupportedConfiguration,
                 "'\(identifier)' is not a background session identifier: 1 to 128 letters, digits, '.', '_' or '-'."
             )
+        }
+        guard (maximumBytesPerSecond ?? 1) >= 1 else {
+            throw FerryError(.unsupportedConfiguration, "maximumBytesPerSecond must be at least 1.")
         }
         guard maximumConnectionsPerDownload >= 1, minimumSegmentSize >= 1 else {
             throw FerryError(

@@ -49,6 +49,7 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
         var resumesFromStore = false
         var priority: Float = 0.5
         var maximumConnections: Int?
+        var maximumBytesPerSecond: Int64?
         var earliestBeginDate: Date?
         /// The daemon's id of a background session's task, once submitted.
         var backgroundID: Int64?
@@ -115,6 +116,14 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
     public var priority: Float {
         get { storage.withLock { $0.priority } }
         set { storage.withLock { $0.priority = min(1, max(0, newValue)) } }
+    }
+
+    /// Most bytes per second this task moves, each way, over all its connections (curl's
+    /// `--limit-rate`); the session's ``SessionConfiguration/maximumBytesPerSecond`` applies
+    /// too. `nil` (the default): no limit of its own. Set before ``resume()``.
+    public var maximumBytesPerSecond: Int64? {
+        get { storage.withLock { $0.maximumBytesPerSecond } }
+        set { storage.withLock { $0.maximumBytesPerSecond = newValue.map { max(1, $0) } } }
     }
 
     /// For a background session: the task does not start before this date (URLSession's

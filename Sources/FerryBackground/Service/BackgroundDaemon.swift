@@ -22,6 +22,8 @@ package actor BackgroundDaemon {
         package var globalLimit = 8
         /// At most this many transfers per host at once.
         package var perHostLimit = 4
+        /// Most bytes per second all transfers move together; `nil` for no limit.
+        package var bytesPerSecond: Int64?
         /// Retries of transient failures per start, each resuming.
         package var retries = 5
         /// What the store keeps of finished tasks.
@@ -64,6 +66,7 @@ package actor BackgroundDaemon {
         configuration.resumeStore = ResumeStore(storage: store)
         configuration.retryPolicy = RetryPolicy(maximumRetries: options.retries)
         configuration.httpMaximumConnectionsPerHost = options.perHostLimit
+        configuration.maximumBytesPerSecond = options.bytesPerSecond
         configuration.cookieStore = nil
         configuration.logger = options.logger
         session = try Session(configuration: configuration)
