@@ -65,9 +65,7 @@ extension Transfer {
         let allowUnvalidated = configuration.allowsUnvalidatedResume || checksum != nil
         var planner = ResumePlanner(allowUnvalidatedResume: allowUnvalidated)
         let file: PartialFile
-        // A split download's file holds its whole length; its segments say which bytes count.
-        let keep = resume.map { $0.segments != nil ? ($0.totalLength ?? $0.bytesOnDisk) : $0.bytesOnDisk } ?? 0
-        if let resume, let reopened = PartialFile(resuming: resume.partialFile, keep: keep) {
+        if let resume, let reopened = PartialFile(resuming: resume.partialFile, keep: resume.partialFileLength) {
             file = reopened
             planner = ResumePlanner(
                 partial: .init(

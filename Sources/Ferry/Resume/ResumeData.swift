@@ -50,6 +50,12 @@ public struct ResumeData: Codable, Sendable, Equatable {
         segments?.reduce(0) { $0 + ($1.next - $1.start) } ?? bytesOnDisk
     }
 
+    /// The bytes of the partial file a continuation keeps: ``bytesOnDisk``, or for a split
+    /// download the whole length (its segments say which bytes count).
+    var partialFileLength: Int64 {
+        segments == nil ? bytesOnDisk : totalLength ?? bytesOnDisk
+    }
+
     /// One part of a split download: the bytes `start..<end`, written up to `next`.
     public struct Segment: Codable, Sendable, Equatable {
         public var start: Int64
