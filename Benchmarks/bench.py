@@ -260,6 +260,64 @@ most = max(connections["Ferry (library)"])
 targets.append(("1,000 × 1 MiB, 6 connections", "≤ 1.0× aria2c -j6, ≤ 64 MiB, ≤ 6 connections",
                 f"{ratio:.2f}× aria2c, {rss:.1f} MiB, {most} connections", ratio <= 1.0 and rss <= 64 and most <= 6))
 
+# 8. HTTP/2: 1,000 files of 64 KiB over HTTPS from nginx with HTTP/2, six at a time: Ferry's
+#    library vs curl --parallel --parallel-max 6 with the same list; nginx's log counts the
+#    connections each used.
+h2_dir = os.path.join(work, "root", "h2")
+os.makedirs(h2_dir, exist_ok=True)
+with open(os.path.join(h2_dir, "0"), "wb") as f:
+    f.write(os.urandom(64 << 10))
+h2_expected = sha256(os.path.join(h2_dir, "0"))
+for i in range(1, many_count):
+    if not os.path.exists(os.path.join(h2_dir, str(i))):
+        os.link(os.path.join(h2_dir, "0"), os.path.join(h2_dir, str(i)))
+cert, key = os.path.join(work, "cert.pem"), os.path.join(work, "key.pem")
+subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1",
+                "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+h2_port = free_port()
+h2_conf = os.path.join(work, "h2.conf")
+with open(h2_conf, "w") as f:
+    f.write(open(os.path.join(work, "nginx.conf")).read()
+            .replace(f"listen 127.0.0.1:{port};",
+                     f"listen 127.0.0.1:{h2_port} ssl http2; ssl_certificate {cert}; ssl_certificate_key {key};")
+            .replace(f"pid {work}/nginx.pid;", f"pid {work}/h2.pid;"))
+subprocess.run(["/usr/sbin/nginx", "-p", work, "-c", h2_conf, "-e", f"{work}/error.log"], check=True)
+wait_for(h2_port)
+h2_urls = [f"https://127.0.0.1:{h2_port}/h2/{i}" for i in range(many_count)]
+h2_list, curl_config = os.path.join(work, "h2-list"), os.path.join(work, "h2-curl")
+with open(h2_list, "w") as f:
+    f.write("\n".join(h2_urls) + "\n")
+with open(curl_config, "w") as f:
+    f.write("".join(f'url = "{u}"\noutput = "{os.path.join(out, str(i))}"\n' for i, u in enumerate(h2_urls)))
+os.environ["FERRY_BENCH_CA"] = cert
+commands = {
+    "Ferry (library)": [bench["ferry"], "many", h2_list, out, "6"],
+    "curl --parallel --parallel-max 6": ["curl", "-s", "--http2", "--cacert", cert, "--parallel", "--parallel-max", "6",
+                                         "-K", curl_config],
+}
+rows = {name: [] for name in commands}
+connections = {name: set() for name in commands}
+protocols = {name: set() for name in commands}
+for _ in range(runs):
+    for name, command in commands.items():
+        clear(out)
+        fresh_log()
+        wall, cpu_s, rss, _ = timed(command)
+        names = os.listdir(out)
+        if len(names) != many_count or any(sha256(os.path.join(out, n)) != h2_expected for n in names):
+            raise SystemExit(f"{name} did not produce {many_count} identical files over HTTP/2")
+        rows[name].append((wall, cpu_s, rss))
+        connections[name].add(len({c for c, _ in logged()}))
+del os.environ["FERRY_BENCH_CA"]
+subprocess.run(["kill", open(os.path.join(work, "h2.pid")).read().strip()])
+table("8. Many files over HTTP/2", f"{many_count:,} files of 64 KiB over HTTPS from nginx with HTTP/2 (`listen … ssl "
+      "http2`), six at a time, into tmpfs. Connections used (from nginx's log): "
+      + "; ".join(f"{n} {'/'.join(map(str, sorted(c)))}" for n, c in connections.items()) + ".",
+      rows, "Ferry (library)")
+ratio = median_of(rows, "Ferry (library)", 0) / median_of(rows, "curl --parallel --parallel-max 6", 0)
+targets.append(("1,000 × 64 KiB over HTTP/2, 6 at a time", "≤ 1.0× curl --parallel",
+                f"{ratio:.2f}× curl, {max(connections['Ferry (library)'])} connection(s)", ratio <= 1.0))
+
 # 6. Segmented downloads from an nginx that caps each connection (a CDN's or a mirror's
 #    per-connection limit): ferry get -s 1/4/8 vs curl vs aria2c -x4 -s4 / -x8 -s8.
 capped_mib = min(size_mib, 256)
