@@ -180,9 +180,13 @@ table("1. Download, library", f"The same file through each library in-process: F
       "then a move. curl is the reference the targets name.",
       {name: rows[name] for name in list(library) + ["curl"]}, "Ferry (library)")
 curl_wall = median_of(rows, "curl", 0)
-for name, limit_ratio, limit_rss in (("Ferry (library)", 1.0, 32), ("ferry get (CLI)", 1.1, 40)):
+# Issue 16's memory targets: the CLI at most 28 MiB, the library at most raw
+# AsyncHTTPClient's own figure + 2 MiB; speed as the benchmark issue set it.
+ahc_rss = median_of(rows, "raw AsyncHTTPClient", 2)
+for name, limit_ratio, limit_rss, what in (("Ferry (library)", 1.0, ahc_rss + 2, "AsyncHTTPClient + 2"),
+                                           ("ferry get (CLI)", 1.1, 28, "28")):
     ratio, rss = median_of(rows, name, 0) / curl_wall, median_of(rows, name, 2)
-    targets.append((f"1 GiB download, {name}", f"≤ {limit_ratio}× curl, ≤ {limit_rss} MiB",
+    targets.append((f"1 GiB download, {name}", f"≤ {limit_ratio}× curl, ≤ {what} MiB",
                     f"{ratio:.2f}× curl, {rss:.1f} MiB", ratio <= limit_ratio and rss <= limit_rss))
 
 # 2. Small GETs on one keep-alive connection.
@@ -214,8 +218,9 @@ for name in clients:
     print(f"| {name} | {span(rates[name], 0)} | {' | '.join(cols)} | {'/'.join(map(str, sorted(connections[name])))} | {ratio} |")
 ahc_ratio = ferry_rate / statistics.median(rates["raw AsyncHTTPClient"])
 urlsession_ratio = ferry_rate / statistics.median(rates["URLSession"])
-targets.append(("10,000 small GETs", "≥ 0.9× AsyncHTTPClient's rate, ≥ 2× URLSession's",
-                f"{ahc_ratio:.2f}× AsyncHTTPClient, {urlsession_ratio:.2f}× URLSession", ahc_ratio >= 0.9 and urlsession_ratio >= 2))
+targets.append(("10,000 small GETs", "≥ 0.95× AsyncHTTPClient's rate, ≥ 2× URLSession's",
+                f"{ahc_ratio:.2f}× AsyncHTTPClient, {urlsession_ratio:.2f}× URLSession",
+                ahc_ratio >= 0.95 and urlsession_ratio >= 2))
 
 # 3. Many files, six connections.
 many_dir = os.path.join(work, "root", "many")
