@@ -93,6 +93,12 @@ extension Transfer {
             segments = try makeSegmentRun(plan, validator: validator, file: file, request: request, planner: planner)
             progress.announceOffset(plan.written, total: total, task: task, force: false)
         }
+        /// The segments cannot be put together: start over (with one connection if ranges
+        /// were ignored).
+        func abandon(_ abandoned: SegmentsAbandoned) throws {
+            try startOver(after: abandoned, file: file, request: request, planner: &planner, restarts: &restarts)
+            (segments, singleConnection) = (nil, singleConnection || abandoned.rangesIgnored)
+        }
         do {
             while true {
                 if let run = segments {
@@ -100,14 +106,7 @@ extension Transfer {
                         try await fetchSegments(run, request: request, first: nil)
                         break
                     } catch let abandoned as SegmentsAbandoned {
-                        try startOver(
-                            after: abandoned,
-                            file: file,
-                            request: request,
-                            planner: &planner,
-                            restarts: &restarts
-                        )
-                        (segments, singleConnection) = (nil, singleConnection || abandoned.rangesIgnored)
+                        try abandon(abandoned)
                     } catch {
                         try await waitToContinue(run, after: error, retries: &retries, policy: policy)
                     }
@@ -157,14 +156,7 @@ extension Transfer {
                 } catch let abandoned as SegmentsAbandoned {
                     // The first response's body was being split when a segment found the
                     // file changed, or a range ignored.
-                    try startOver(
-                        after: abandoned,
-                        file: file,
-                        request: request,
-                        planner: &planner,
-                        restarts: &restarts
-                    )
-                    (segments, singleConnection) = (nil, singleConnection || abandoned.rangesIgnored)
+                    try abandon(abandoned)
                 } catch let error where segments != nil {
                     // A split download failed after its first response: the loop continues
                     // its segments (or gives up with them recorded).
