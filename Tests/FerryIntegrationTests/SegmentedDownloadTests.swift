@@ -181,6 +181,42 @@ struct SegmentedDownloadTests {
 
 @Suite("ferry get -s: killed and continued", .serialized)
 struct SegmentedCLITests {
+    /// What `-s` chose is said: on standard error when it could not split, and as a
+    /// `segments` event with --json.
+    @Test func ferryGetSaysWhatItChose() async throws {
+        try await withServer { server in
+            let directory = try makeTemporaryDirectory("segments-say")
+            let noValidator = try await ProcessRunner.run(
+                ProcessRunner.ferry,
+                [
+                    "get", "-s", "4", "--min-split-size", "1M", "-o", directory.appendingPathComponent("a").path,
+                    server.url("/bytes/6000000?etag=none&lastmod=none").absoluteString,
+                ]
+            )
+            #expect(noValidator.status == 0, "\(noValidator.stderrText)")
+            #expect(noValidator.stderrText.contains("ferry: one connection: the response has no strong validator"))
+            let split = try await ProcessRunner.run(
+                ProcessRunner.ferry,
+                [
+                    "get", "--json", "-s", "3", "--min-split-size", "1M", "-o",
+                    directory.appendingPathComponent("b").path,
+                    server.url("/bytes/6000000?seed=2").absoluteString,
+                ]
+            )
+            #expect(split.status == 0, "\(split.stderrText)")
+            #expect(split.stdoutText.contains(#""event":"segments""#) && split.stdoutText.contains(#""count":3"#))
+            #expect(
+                try Data(contentsOf: directory.appendingPathComponent("b"))
+                    == TestContent.data(size: 6_000_000, seed: 2)
+            )
+            let refused = try await ProcessRunner.run(
+                ProcessRunner.ferry,
+                ["get", "-s", "0", server.url("/bytes/1").absoluteString]
+            )
+            #expect(refused.status == 64)
+        }
+    }
+
     /// `kill -9` during `ferry get -s 4`, then `-c`: each segment continues where the last
     /// checkpoint left it, so at most one checkpoint interval per segment is fetched twice.
     @Test func killDashNineThenContinueEverySegment() async throws {
