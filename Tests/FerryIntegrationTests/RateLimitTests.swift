@@ -101,6 +101,28 @@ struct RateLimitNginxTests {
     }
 }
 
+@Suite("ferry put --limit-rate", .serialized)
+struct UploadRateLimitCLITests {
+    @Test func ferryPutLimitRateHoldsForTheUpload() async throws {
+        try await withServer { server in
+            let directory = try makeTemporaryDirectory("rate-put")
+            let file = directory.appendingPathComponent("body.bin")
+            try TestContent.data(size: 2_000_000, seed: 8).write(to: file)
+            var result: ProcessResult?
+            let took = try await seconds {
+                result = try await ProcessRunner.run(
+                    ProcessRunner.ferry,
+                    ["put", "--quiet", "--limit-rate", "1M", file.path, server.url("/sink").absoluteString]
+                )
+            }
+            #expect(result?.status == 0, "\(result?.stderrText ?? "")")
+            #expect(result?.stdoutText.contains(TestContent.sha256(size: 2_000_000, seed: 8)) == true)
+            // 2 MB at 1 MiB/s: at least 1.7 s.
+            #expect(took >= 1.7, "2 MB at 1 MiB/s took \(took) s")
+        }
+    }
+}
+
 @Suite("ferry daemon --limit-rate", .serialized)
 struct DaemonRateLimitTests {
     @Test func theDaemonsLimitHoldsForItsTransfers() async throws {
