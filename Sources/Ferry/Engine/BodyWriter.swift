@@ -13,25 +13,14 @@ struct BodyWriter {
 
     /// ``SessionConfiguration/maximumFileSize``: no byte is written past it.
     private let maximumFileSize: Int64?
-    /// The bandwidth limits, if any.
-    private let throttle: Throttle?
 
-    init(
-        file: PartialFile,
-        task: SessionTask,
-        offset: Int64,
-        skip: Int64,
-        limit: Int64?,
-        maximumFileSize: Int64?,
-        throttle: Throttle?
-    ) {
+    init(file: PartialFile, task: SessionTask, offset: Int64, skip: Int64, limit: Int64?, maximumFileSize: Int64?) {
         self.file = file
         self.task = task
         self.position = offset
         self.skip = skip
         self.limit = limit
         self.maximumFileSize = maximumFileSize
-        self.throttle = throttle
     }
 
     mutating func write(_ body: ResponseBody, checkpoint: Checkpoint?) async throws {
@@ -63,7 +52,6 @@ struct BodyWriter {
             position += count
             written += count
             meter.add(count)
-            try await throttle?.pace(count)
             if let checkpoint,
                 position - lastCheckpoint.bytes >= Checkpoint.bytes
                     || ContinuousClock.now - lastCheckpoint.time >= Checkpoint.interval

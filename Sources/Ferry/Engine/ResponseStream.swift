@@ -284,6 +284,10 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
 /// A response body as the server sent it, in buffers read ahead by a ``ResponseStream`` (or
 /// already read whole). The sequence ends when the response did, or throws its error.
 /// Iterate it once; call ``abandon()`` when done with it.
+///
+/// With a ``throttle``, each buffer from the network is handed out only once the transfer's
+/// bandwidth limits allow it: every consumer (a file, memory, a pipe, a streamed reader, a
+/// segment) is paced in this one place, and the transfer stops reading while it waits.
 struct ResponseBody: AsyncSequence, Sendable {
     typealias Element = ByteBuffer
 
@@ -295,6 +299,9 @@ struct ResponseBody: AsyncSequence, Sendable {
 
     private let source: Source
     private let tally = ByteTally()
+    /// The bandwidth limits network buffers are handed out under; a body already read whole
+    /// (a cached response) is not paced.
+    var throttle: Throttle?
 
     init(_ stream: ResponseStream) { source = .stream(stream) }
     init(buffered buffers: CircularBuffer<ByteBuffer>) { source = .buffered(buffers) }
@@ -310,6 +317,7 @@ struct ResponseBody: AsyncSequence, Sendable {
     struct AsyncIterator: AsyncIteratorProtocol {
         private let stream: ResponseStream?
         private let tally: ByteTally
+        private let throttle: Throttle?
         /// Buffers taken from the stream, not yet returned.
         private var pending = CircularBuffer<ByteBuffer>()
         private var ended = false
@@ -317,16 +325,21 @@ struct ResponseBody: AsyncSequence, Sendable {
         fileprivate init(
             stream: ResponseStream?,
             buffered: CircularBuffer<ByteBuffer> = [],
-            tally: ByteTally
+            tally: ByteTally,
+            throttle: Throttle? = nil
         ) {
             self.stream = stream
             self.tally = tally
             self.pending = buffered
+            self.throttle = throttle
         }
 
         mutating func next() async throws -> ByteBuffer? {
             let buffer = try await nextBuffer()
-            if let buffer { tally.add(buffer.readableBytes) }
+            if let buffer {
+                tally.add(buffer.readableBytes)
+                try await throttle?.pace(Int64(buffer.readableBytes))
+            }
             return buffer
         }
 
@@ -344,7 +357,7 @@ struct ResponseBody: AsyncSequence, Sendable {
 
     func makeAsyncIterator() -> AsyncIterator {
         switch source {
-        case .stream(let stream): AsyncIterator(stream: stream, tally: tally)
+        case .stream(let stream): AsyncIterator(stream: stream, tally: tally, throttle: throttle)
         case .buffered(let buffers): AsyncIterator(stream: nil, buffered: buffers, tally: tally)
         }
     }

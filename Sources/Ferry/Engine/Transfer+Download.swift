@@ -347,8 +347,7 @@ extension Transfer {
                 offset: 0,
                 skip: 0,
                 limit: expected,
-                maximumFileSize: configuration.maximumFileSize,
-                throttle: throttle
+                maximumFileSize: configuration.maximumFileSize
             )
             try await writer.write(body, checkpoint: checkpoint)
             planner.recordWritten(upTo: file.length)
@@ -371,8 +370,7 @@ extension Transfer {
                 offset: offset,
                 skip: skip,
                 limit: length,
-                maximumFileSize: configuration.maximumFileSize,
-                throttle: throttle
+                maximumFileSize: configuration.maximumFileSize
             )
             try await writer.write(body, checkpoint: checkpoint)
             planner.recordWritten(upTo: file.length)

@@ -37,7 +37,9 @@ extension Transfer {
             body: body.map { CountingChunks(base: $0.chunks(), task: task, length: $0.length, throttle: throttle) },
             decompressing: decompressing
         )
-        return try await engine.execute(outgoing) { task.touch() }
+        var exchange = try await engine.execute(outgoing) { task.touch() }
+        exchange.body.throttle = throttle
+        return exchange
     }
 
     /// The request's header fields after the session's, without framing headers (the client

@@ -57,7 +57,6 @@ extension Transfer {
                 data.append(contentsOf: bytes)
                 origin.didReceive(data: bytes, publishData: true)
             }
-            try await throttle?.pace(Int64(chunk.readableBytes))
         }
         guard origin.transferWillFinish() else { throw CancellationError() }
         return .data(data)
@@ -82,8 +81,7 @@ extension Transfer {
                     offset: 0,
                     skip: 0,
                     limit: head.expectedContentLength,
-                    maximumFileSize: configuration.maximumFileSize,
-                    throttle: throttle
+                    maximumFileSize: configuration.maximumFileSize
                 )
                 try await writer.write(body, checkpoint: nil)
                 try file.finish()

@@ -91,7 +91,6 @@ extension Transfer {
             try chunk.withUnsafeReadableBytes { try output.write($0) }
             written += count
             meter.add(count)
-            try await throttle?.pace(count)
         }
         meter.finish()
         if let expected, written < expected {

@@ -222,7 +222,6 @@ extension Transfer {
             }
             let taken = run.advance(start, by: count)
             meter.add(taken)
-            try await throttle?.pace(count)
             try run.checkpoint(force: false)
             if count < Int64(chunk.readableBytes) || next + count >= end { return }
         }

@@ -19,7 +19,6 @@ extension Transfer {
             guard let chunk = try await iterator.next() else { break }
             chunk.withUnsafeReadableBytes { task.didReceive(data: $0, publishData: false) }
             try await sink.yield(chunk) { task.setQueued($0) }
-            try await throttle?.pace(Int64(chunk.readableBytes))
         }
         guard task.transferWillFinish() else { throw CancellationError() }
         return .streamed
