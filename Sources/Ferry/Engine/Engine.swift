@@ -124,7 +124,13 @@ final class Engine: Sendable {
     }
 
     private static func connectTimeout(_ configuration: SessionConfiguration) -> TimeAmount {
-        .milliseconds(max(1, Int64(min(configuration.timeoutIntervalForRequest, 3600) * 1000)))
+        connectTimeout(seconds: configuration.timeoutIntervalForRequest)
+    }
+
+    /// A connection's time limit in NIO's terms: `seconds`, at least a millisecond and at
+    /// most an hour.
+    static func connectTimeout(seconds: TimeInterval) -> TimeAmount {
+        .milliseconds(max(1, Int64(min(seconds, 3600) * 1000)))
     }
 
     /// What AsyncHTTPClient is given for a request to `url`: the URL, or the TLS bridge's

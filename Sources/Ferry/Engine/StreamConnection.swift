@@ -92,7 +92,7 @@ final class StreamConnection: Sendable {
     private func connect(timeout: TimeInterval) async throws -> any Channel {
         let connection = self
         let bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .connectTimeout(.milliseconds(Int64(max(1, min(timeout, 3600)) * 1000)))
+            .connectTimeout(Engine.connectTimeout(seconds: timeout))
             .channelOption(.allowRemoteHalfClosure, value: true)
             .channelOption(.autoRead, value: true)
             .channelInitializer { channel in

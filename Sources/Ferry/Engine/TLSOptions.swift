@@ -190,6 +190,13 @@ struct ResolvedTLS: Sendable {
         self.evaluator = evaluator
     }
 
+    /// What a connection Ferry makes itself to `host` verifies TLS with (a stream task's,
+    /// an upgrade's): the host's certificate pin, else the session's roots and identity,
+    /// else the system's defaults.
+    func configuration(forHost host: String) -> TLSConfiguration {
+        pinned[host.lowercased()] ?? base ?? .makeClientConfiguration()
+    }
+
     /// The configuration a request to `url` must use when it differs from the client's.
     func override(for url: URL) -> TLSConfiguration? {
         guard url.scheme?.lowercased() == "https", let host = url.host?.lowercased() else { return nil }

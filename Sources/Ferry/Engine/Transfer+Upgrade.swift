@@ -59,9 +59,7 @@ extension Transfer {
         do {
             _ = try await connection.open(timeout: idleTimeout)
             if scheme == "https" && !connecting {
-                try await connection.startSecureConnection(
-                    engine.tls.pinned[host.lowercased()] ?? engine.tls.base ?? .makeClientConfiguration()
-                )
+                try await connection.startSecureConnection(engine.tls.configuration(forHost: host))
             }
             origin.touch()
             sentRequest.withLock { $0 = outgoing }

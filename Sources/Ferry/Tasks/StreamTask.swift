@@ -83,10 +83,7 @@ public final class StreamTask: SessionTask, @unchecked Sendable {
     /// - Throws: ``FerryError/Reason/secureConnectionFailed`` when the server is not trusted.
     public func startSecureConnection() async throws(FerryError) {
         guard let connection, let session else { throw FerryError(.sessionInvalidated, "The session is gone.") }
-        let tls = session.engine.tls
-        let configuration =
-            tls.pinned[connection.host.lowercased()] ?? tls.base ?? .makeClientConfiguration()
-        try await connection.startSecureConnection(configuration)
+        try await connection.startSecureConnection(session.engine.tls.configuration(forHost: connection.host))
     }
 
     /// Ends TLS on the connection in order (`close_notify` sent and received) and goes on in
