@@ -141,6 +141,57 @@ def clear(directory):
             os.remove(path)
 
 
+def same_files(directory, size):
+    """A directory of many_count names for one random file of size bytes (hard links); its SHA-256."""
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "0"), "wb") as f:
+        f.write(os.urandom(size))
+    for i in range(1, many_count):
+        if not os.path.exists(os.path.join(directory, str(i))):
+            os.link(os.path.join(directory, "0"), os.path.join(directory, str(i)))
+    return sha256(os.path.join(directory, "0"))
+
+
+def second_nginx(name, listen):
+    """Another nginx with the main one's configuration but its listen directive (and a pid
+    file of its own); returns its port. Stop it with stop_nginx(name)."""
+    other_port = free_port()
+    conf = os.path.join(work, f"{name}.conf")
+    with open(conf, "w") as f:
+        f.write(open(os.path.join(work, "nginx.conf")).read()
+                .replace(f"listen 127.0.0.1:{port};", f"listen 127.0.0.1:{other_port}{listen};")
+                .replace(f"pid {work}/nginx.pid;", f"pid {work}/{name}.pid;"))
+    subprocess.run(["/usr/sbin/nginx", "-p", work, "-c", conf, "-e", f"{work}/error.log"], check=True)
+    wait_for(other_port)
+    return other_port
+
+
+def stop_nginx(name):
+    subprocess.run(["kill", open(os.path.join(work, f"{name}.pid")).read().strip()])
+
+
+def fetch_many(commands, expected_sha):
+    """Runs each command runs times into out; checks the many_count files it wrote. Returns
+    rows and the connections each run used (from nginx's log)."""
+    rows = {name: [] for name in commands}
+    connections = {name: set() for name in commands}
+    for _ in range(runs):
+        for name, command in commands.items():
+            clear(out)
+            fresh_log()
+            wall, cpu_s, rss, _ = timed(command)
+            names = os.listdir(out)
+            if len(names) != many_count or any(sha256(os.path.join(out, n)) != expected_sha for n in names):
+                raise SystemExit(f"{name} did not produce {many_count} identical files")
+            rows[name].append((wall, cpu_s, rss))
+            connections[name].add(len({c for c, _ in logged()}))
+    return rows, connections
+
+
+def used(connections):
+    return "; ".join(f"{n} {'/'.join(map(str, sorted(c)))}" for n, c in connections.items())
+
+
 expected = sha256(source)
 cpu = subprocess.run("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2", shell=True, capture_output=True, text=True).stdout.strip()
 print(f"# Benchmarks\n\nMade by `Benchmarks/run` on {os.cpu_count()} cores, {cpu}, {platform.system()} {platform.release()}; "
@@ -223,14 +274,7 @@ targets.append(("10,000 small GETs", "≥ 0.95× AsyncHTTPClient's rate, ≥ 2×
                 ahc_ratio >= 0.95 and urlsession_ratio >= 2))
 
 # 3. Many files, six connections.
-many_dir = os.path.join(work, "root", "many")
-os.makedirs(many_dir, exist_ok=True)
-with open(os.path.join(many_dir, "0"), "wb") as f:
-    f.write(os.urandom(1 << 20))
-many_expected = sha256(os.path.join(many_dir, "0"))
-for i in range(1, many_count):
-    if not os.path.exists(os.path.join(many_dir, str(i))):
-        os.link(os.path.join(many_dir, "0"), os.path.join(many_dir, str(i)))
+many_expected = same_files(os.path.join(work, "root", "many"), 1 << 20)
 urls = [f"http://127.0.0.1:{port}/many/{i}" for i in range(many_count)]
 plain_list, aria_list = os.path.join(work, "list"), os.path.join(work, "aria-list")
 with open(plain_list, "w") as f:
@@ -244,21 +288,9 @@ commands = {
     "URLSession": [bench["urlsession"], "many", plain_list, out, "6"],
     "raw AsyncHTTPClient": [bench["ahc"], "many", plain_list, out, "6"],
 }
-rows = {name: [] for name in commands}
-connections = {name: set() for name in commands}
-for _ in range(runs):
-    for name, command in commands.items():
-        clear(out)
-        fresh_log()
-        wall, cpu_s, rss, _ = timed(command)
-        names = os.listdir(out)
-        if len(names) != many_count or any(sha256(os.path.join(out, n)) != many_expected for n in names):
-            raise SystemExit(f"{name} did not produce {many_count} identical files")
-        rows[name].append((wall, cpu_s, rss))
-        connections[name].add(len({c for c, _ in logged()}))
+rows, connections = fetch_many(commands, many_expected)
 table("3. Many files", f"{many_count:,} files of 1 MiB from one host with 6 connections, into tmpfs. Connections opened "
-      "(from nginx's log): " + "; ".join(f"{n} {'/'.join(map(str, sorted(c)))}" for n, c in connections.items()) + ".",
-      rows, "Ferry (library)")
+      f"(from nginx's log): {used(connections)}.", rows, "Ferry (library)")
 ratio = median_of(rows, "Ferry (library)", 0) / median_of(rows, "aria2c -j6 -i list", 0)
 rss = median_of(rows, "Ferry (library)", 2)
 most = max(connections["Ferry (library)"])
@@ -268,26 +300,11 @@ targets.append(("1,000 × 1 MiB, 6 connections", "≤ 1.0× aria2c -j6, ≤ 64 M
 # 8. HTTP/2: 1,000 files of 64 KiB over HTTPS from nginx with HTTP/2, six at a time: Ferry's
 #    library vs curl --parallel --parallel-max 6 with the same list; nginx's log counts the
 #    connections each used.
-h2_dir = os.path.join(work, "root", "h2")
-os.makedirs(h2_dir, exist_ok=True)
-with open(os.path.join(h2_dir, "0"), "wb") as f:
-    f.write(os.urandom(64 << 10))
-h2_expected = sha256(os.path.join(h2_dir, "0"))
-for i in range(1, many_count):
-    if not os.path.exists(os.path.join(h2_dir, str(i))):
-        os.link(os.path.join(h2_dir, "0"), os.path.join(h2_dir, str(i)))
+h2_expected = same_files(os.path.join(work, "root", "h2"), 64 << 10)
 cert, key = os.path.join(work, "cert.pem"), os.path.join(work, "key.pem")
 subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1",
                 "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
-h2_port = free_port()
-h2_conf = os.path.join(work, "h2.conf")
-with open(h2_conf, "w") as f:
-    f.write(open(os.path.join(work, "nginx.conf")).read()
-            .replace(f"listen 127.0.0.1:{port};",
-                     f"listen 127.0.0.1:{h2_port} ssl http2; ssl_certificate {cert}; ssl_certificate_key {key};")
-            .replace(f"pid {work}/nginx.pid;", f"pid {work}/h2.pid;"))
-subprocess.run(["/usr/sbin/nginx", "-p", work, "-c", h2_conf, "-e", f"{work}/error.log"], check=True)
-wait_for(h2_port)
+h2_port = second_nginx("h2", f" ssl http2; ssl_certificate {cert}; ssl_certificate_key {key}")
 h2_urls = [f"https://127.0.0.1:{h2_port}/h2/{i}" for i in range(many_count)]
 h2_list, curl_config = os.path.join(work, "h2-list"), os.path.join(work, "h2-curl")
 with open(h2_list, "w") as f:
@@ -300,24 +317,11 @@ commands = {
     "curl --parallel --parallel-max 6": ["curl", "-s", "--http2", "--cacert", cert, "--parallel", "--parallel-max", "6",
                                          "-K", curl_config],
 }
-rows = {name: [] for name in commands}
-connections = {name: set() for name in commands}
-protocols = {name: set() for name in commands}
-for _ in range(runs):
-    for name, command in commands.items():
-        clear(out)
-        fresh_log()
-        wall, cpu_s, rss, _ = timed(command)
-        names = os.listdir(out)
-        if len(names) != many_count or any(sha256(os.path.join(out, n)) != h2_expected for n in names):
-            raise SystemExit(f"{name} did not produce {many_count} identical files over HTTP/2")
-        rows[name].append((wall, cpu_s, rss))
-        connections[name].add(len({c for c, _ in logged()}))
+rows, connections = fetch_many(commands, h2_expected)
 del os.environ["FERRY_BENCH_CA"]
-subprocess.run(["kill", open(os.path.join(work, "h2.pid")).read().strip()])
+stop_nginx("h2")
 table("8. Many files over HTTP/2", f"{many_count:,} files of 64 KiB over HTTPS from nginx with HTTP/2 (`listen … ssl "
-      "http2`), six at a time, into tmpfs. Connections used (from nginx's log): "
-      + "; ".join(f"{n} {'/'.join(map(str, sorted(c)))}" for n, c in connections.items()) + ".",
+      f"http2`), six at a time, into tmpfs. Connections used (from nginx's log): {used(connections)}.",
       rows, "Ferry (library)")
 ratio = median_of(rows, "Ferry (library)", 0) / median_of(rows, "curl --parallel --parallel-max 6", 0)
 targets.append(("1,000 × 64 KiB over HTTP/2, 6 at a time", "≤ 1.0× curl --parallel",
@@ -330,14 +334,7 @@ capped_file = os.path.join(work, "root", "capped.bin")
 with open(source, "rb") as src, open(capped_file, "wb") as dst:
     dst.write(src.read(capped_mib << 20))
 capped_expected = sha256(capped_file)
-capped_port = free_port()
-capped_conf = os.path.join(work, "capped.conf")
-with open(capped_conf, "w") as f:
-    f.write(open(os.path.join(work, "nginx.conf")).read()
-            .replace(f"listen 127.0.0.1:{port};", f"listen 127.0.0.1:{capped_port}; limit_rate 50m;")
-            .replace(f"pid {work}/nginx.pid;", f"pid {work}/capped.pid;"))
-subprocess.run(["/usr/sbin/nginx", "-p", work, "-c", capped_conf, "-e", f"{work}/error.log"], check=True)
-wait_for(capped_port)
+capped_port = second_nginx("capped", "; limit_rate 50m")
 capped_url = f"http://127.0.0.1:{capped_port}/capped.bin"
 aria = ["aria2c", "-q", "--allow-overwrite=true", "--file-allocation=none", "-k1M", "-d", out, "-o", "f"]
 commands = {
@@ -365,7 +362,7 @@ targets.append(("segmented, 50 MB/s per connection", "ferry get -s 4 ≤ 1.0× a
                 f"{ratio_aria:.2f}× aria2c, {ratio_curl:.2f}× curl", ratio_aria <= 1.0 and ratio_curl <= 0.3))
 eight_rss = median_of(rows, "ferry get -s 8", 2)
 targets.append(("segmented, 8 connections", "≤ 40 MiB", f"{eight_rss:.1f} MiB", eight_rss <= 40))
-subprocess.run(["kill", open(os.path.join(work, "capped.pid")).read().strip()])
+stop_nginx("capped")
 
 # 7. --limit-rate: the rate achieved against the rate asked, over about 10 s.
 limited_mib = min(size_mib, 200)
