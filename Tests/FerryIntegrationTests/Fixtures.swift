@@ -62,6 +62,13 @@ func sha256Blocking(of file: URL) throws -> String {
     return hasher.finalize().map { String(format: "%02x", $0) }.joined()
 }
 
+/// Resumes `task` and returns every event it publishes, through its completion.
+func resumeCollectingEvents(_ task: SessionTask) async -> [TaskEvent] {
+    let events = task.events
+    task.resume()
+    return await collectEvents(events)
+}
+
 /// Collects a task's events until its completion.
 func collectEvents(_ stream: AsyncStream<TaskEvent>) async -> [TaskEvent] {
     var events: [TaskEvent] = []

@@ -27,9 +27,7 @@ struct SegmentedDownloadTests {
             let output = try makeTemporaryDirectory("segments").appendingPathComponent("out.bin")
             let size: Int64 = 24_000_000
             let task = session.downloadTask(with: server.url("/bytes/\(size)?seed=11"), to: .file(output))
-            let events = task.events
-            task.resume()
-            let seen = await collectEvents(events)
+            let seen = await resumeCollectingEvents(task)
             #expect(task.error == nil, "\(String(describing: task.error))")
             #expect(segmentEvents(seen).first?.0 == 4)
             #expect(try Data(contentsOf: output) == TestContent.data(size: size, seed: 11))
@@ -88,9 +86,7 @@ struct SegmentedDownloadTests {
                     with: server.url("/bytes/6000000?seed=3&\(query)"),
                     to: .file(directory.appendingPathComponent("one.bin"))
                 )
-                let events = task.events
-                task.resume()
-                let seen = await collectEvents(events)
+                let seen = await resumeCollectingEvents(task)
                 #expect(task.error == nil)
                 let segments = segmentEvents(seen)
                 #expect(segments.count == 1 && segments[0].0 == 1, "\(query)")
@@ -106,9 +102,7 @@ struct SegmentedDownloadTests {
                 with: server.url("/bytes/6000000?seed=4&ignore-range=1"),
                 to: .file(directory.appendingPathComponent("ignored.bin"))
             )
-            let events = ignoring.events
-            ignoring.resume()
-            let seen = await collectEvents(events)
+            let seen = await resumeCollectingEvents(ignoring)
             #expect(ignoring.error == nil, "\(String(describing: ignoring.error))")
             #expect(segmentEvents(seen).last?.1?.contains("whole file") == true)
             #expect(
@@ -134,9 +128,7 @@ struct SegmentedDownloadTests {
                 with: server.url("/bytes/\(size)?seed=13&close-after=1500000"),
                 to: .file(output)
             )
-            let events = task.events
-            task.resume()
-            let seen = await collectEvents(events)
+            let seen = await resumeCollectingEvents(task)
             #expect(task.error == nil, "\(String(describing: task.error))")
             #expect(seen.contains { if case .willRetry = $0 { true } else { false } })
             #expect(

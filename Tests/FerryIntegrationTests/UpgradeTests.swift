@@ -54,9 +54,7 @@ struct UpgradeTests {
         request.setValue("dGhlIHNhbXBsZSBub25jZQ==", forHTTPHeaderField: "Sec-WebSocket-Key")
         request.setValue("13", forHTTPHeaderField: "Sec-WebSocket-Version")
         let task = session.dataTask(with: request)
-        let events = task.events
-        task.resume()
-        let seen = await collectEvents(events)
+        let seen = await resumeCollectingEvents(task)
         #expect(task.error == nil)
         #expect(task.response?.statusCode == 101)
         // RFC 6455's own example key and answer.
