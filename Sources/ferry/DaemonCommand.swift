@@ -60,6 +60,16 @@ struct DaemonCommand: AsyncParsableCommand {
     var limitRate: String?
 
     @Option(
+        name: .customLong("web"),
+        help: ArgumentHelp(
+            "Also serve a web page of the transfers at HOST:PORT, loopback only (127.0.0.1:6801; port 0 picks one).",
+            discussion: "Off by default. `ferry web` prints the address to open, with its token.",
+            valueName: "host:port"
+        )
+    )
+    var web: String?
+
+    @Option(
         name: .customLong("keep-days"),
         help: "Days a finished task is kept (then ferry ls --all no longer shows it)."
     )
@@ -78,6 +88,11 @@ struct DaemonCommand: AsyncParsableCommand {
     func validate() throws {
         if Logger.Level(rawValue: logLevel) == nil {
             throw ValidationError("--log-level takes trace, debug, info, notice, warning, error or critical.")
+        }
+        if let web, WebAddress.parse(web) == nil {
+            throw ValidationError(
+                "--web takes a loopback address and a port: 127.0.0.1:6801, [::1]:6801 or localhost:6801."
+            )
         }
         if let limitRate, (GetCommand.byteCount(limitRate) ?? 0) < 1 {
             throw ValidationError("--limit-rate takes bytes per second, with k, M or G if you like (2M).")
@@ -131,9 +146,13 @@ struct DaemonCommand: AsyncParsableCommand {
             )
             shutdown.attach(server)
             logger.notice("listening on \(server.socketPath) (state in \(locations.stateDirectory.path))")
+            let webServer = try await startWeb(service, allowedDirectories, locations, logger)
+            if let webServer { shutdown.attach(webServer) }
             // Transfers start once the daemon answers.
             try await service.start()
             await server.run()
+            await webServer?.close()
+            try? FileManager.default.removeItem(at: WebCommand.addressFile(locations))
             logger.notice("stopped")
             for source in stop { source.cancel() }
             withExtendedLifetime(lock) {}
@@ -143,21 +162,52 @@ struct DaemonCommand: AsyncParsableCommand {
     }
 }
 
-/// A stop asked for by a signal, before or after the server it stops exists.
+extension DaemonCommand {
+    /// With `--web`: a new token, the web interface, and its address (with the token) in
+    /// the state directory's `web.url`, 0600, for `ferry web`. Without: no `web.url`.
+    private func startWeb(
+        _ service: BackgroundDaemon,
+        _ allowedDirectories: [URL],
+        _ locations: BackgroundLocations,
+        _ logger: Logger
+    ) async throws -> BackgroundServer? {
+        let file = WebCommand.addressFile(locations)
+        try? FileManager.default.removeItem(at: file)
+        guard let web, let (host, port) = WebAddress.parse(web) else { return nil }
+        let token = WebAddress.makeToken()
+        let home = FileManager.default.homeDirectoryForCurrentUser
+        let downloads = home.appendingPathComponent("Downloads", isDirectory: true)
+        let saveTo = FileManager.default.fileExists(atPath: downloads.path) ? downloads : home
+        let server = try await BackgroundServer.startWeb(
+            daemon: service,
+            host: host,
+            port: port,
+            token: token,
+            allowedDirectories: allowedDirectories,
+            saveTo: saveTo.path
+        )
+        let address = "\(server.socketPath)?token=\(token)"
+        try PrivateFile.write(Data((address + "\n").utf8), to: file)
+        logger.notice("web interface: open \(address)")
+        return server
+    }
+}
+
+/// A stop asked for by a signal, before or after the servers it stops exist.
 final class ShutdownLatch: Sendable {
-    private let state = Mutex<(requested: Bool, server: BackgroundServer?)>((false, nil))
+    private let state = Mutex<(requested: Bool, servers: [BackgroundServer])>((false, []))
 
     func request() {
-        let server = state.withLock { state in
+        let servers = state.withLock { state in
             state.requested = true
-            return state.server
+            return state.servers
         }
-        if let server { Task { await server.close() } }
+        for server in servers { Task { await server.close() } }
     }
 
     func attach(_ server: BackgroundServer) {
         let requested = state.withLock { state in
-            state.server = server
+            state.servers.append(server)
             return state.requested
         }
         if requested { Task { await server.close() } }

@@ -15,6 +15,7 @@ struct FerryCommand: AsyncParsableCommand {
         subcommands: [
             GetCommand.self, UploadCommand.self, PutCommand.self, AddCommand.self, ListCommand.self, WaitCommand.self,
             PauseCommand.self, ResumeCommand.self, CancelCommand.self, CleanCommand.self, DaemonCommand.self,
+            WebCommand.self,
         ]
     )
 }

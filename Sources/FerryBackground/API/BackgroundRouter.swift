@@ -11,6 +11,9 @@ struct BackgroundRouter: Sendable {
     struct Response: Sendable {
         var status: Int
         var body: Data
+        /// Header fields beyond Content-Length (and Content-Type: application/json, unless
+        /// given here).
+        var headers: [(name: String, value: String)] = []
     }
 
     func respond(method: String, target: String, body: Data) async -> Response {

@@ -25,18 +25,23 @@ package final class BackgroundServer: Sendable {
     private typealias Connection = NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>
     private let acceptor: ConnectionAcceptor<HTTPServerRequestPart, HTTPServerResponsePart>
     private let router: BackgroundRouter
+    /// Where it listens: the socket's path, or the web interface's `http://host:port/`.
     package let socketPath: String
+    /// The web interface's checks and page; `nil` on the socket.
+    private let web: (gate: WebGate, page: WebPage)?
     /// Open connections, closed by ``close()``; `nil` once closing.
     private let connections = Mutex<[ObjectIdentifier: any Channel]?>([:])
 
     private init(
         acceptor: ConnectionAcceptor<HTTPServerRequestPart, HTTPServerResponsePart>,
         router: BackgroundRouter,
-        socketPath: String
+        socketPath: String,
+        web: (gate: WebGate, page: WebPage)? = nil
     ) {
         self.acceptor = acceptor
         self.router = router
         self.socketPath = socketPath
+        self.web = web
     }
 
     /// Binds the socket at `socket` (replacing a stale one: the caller holds the daemon lock).
@@ -63,6 +68,47 @@ package final class BackgroundServer: Sendable {
             acceptor: acceptor,
             router: BackgroundRouter(daemon: daemon, allowedDirectories: allowedDirectories),
             socketPath: socket.path
+        )
+        acceptor.start { connection in await server.serve(connection) }
+        return server
+    }
+
+    /// Starts the web interface on a loopback `host` and `port` (0: any free port): the page
+    /// and the same API as the socket, behind ``WebGate``'s checks.
+    ///
+    /// - Parameters:
+    ///   - daemon: the daemon the API drives.
+    ///   - host: `127.0.0.1`, another 127/8 address, `::1` or `localhost`; nothing else.
+    ///   - port: the TCP port, or 0 for one the kernel picks (see ``webAddress``).
+    ///   - token: the secret every request must carry.
+    ///   - allowedDirectories: as for the socket.
+    ///   - saveTo: the folder the page offers for new downloads.
+    package static func startWeb(
+        daemon: BackgroundDaemon,
+        host: String,
+        port: Int,
+        token: String,
+        allowedDirectories: [URL],
+        saveTo: String
+    ) async throws -> BackgroundServer {
+        guard WebAddress.isLoopback(host) else {
+            throw FerryError(.unsupportedConfiguration, "The web interface listens only on loopback, not \(host).")
+        }
+        let bindHost = host.lowercased() == "localhost" ? "127.0.0.1" : host
+        let acceptor = try await ConnectionAcceptor<HTTPServerRequestPart, HTTPServerResponsePart>.bind(
+            ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1),
+            .host(bindHost, port: port)
+        ) { channel in
+            try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+            return try Connection(wrappingChannelSynchronously: channel)
+        }
+        let bound = acceptor.port
+        let server = BackgroundServer(
+            acceptor: acceptor,
+            router: BackgroundRouter(daemon: daemon, allowedDirectories: allowedDirectories),
+            socketPath: WebAddress.url(host: host, port: bound),
+            web: (WebGate(token: token, host: host, port: bound), WebPage(saveTo: saveTo))
         )
         acceptor.start { connection in await server.serve(connection) }
         return server
@@ -118,11 +164,7 @@ package final class BackgroundServer: Sendable {
                         body.writeBuffer(&chunk)
                     case .end:
                         guard let request = head else { return }
-                        let response = await router.respond(
-                            method: request.method.rawValue,
-                            target: request.uri,
-                            body: Data(body.readableBytesView)
-                        )
+                        let response = await respond(to: request, body: Data(body.readableBytesView))
                         try await write(response, keepAlive: request.isKeepAlive, to: outbound)
                         if !request.isKeepAlive { return }
                         head = nil
@@ -134,6 +176,25 @@ package final class BackgroundServer: Sendable {
         }
     }
 
+    private func respond(to request: HTTPRequestHead, body: Data) async -> BackgroundRouter.Response {
+        guard let web else {
+            return await router.respond(method: request.method.rawValue, target: request.uri, body: body)
+        }
+        var response: BackgroundRouter.Response
+        let headers = request.headers.map { (name: $0.name, value: $0.value) }
+        switch web.gate.decide(method: request.method.rawValue, target: request.uri, headers: headers) {
+        case .page:
+            response = web.page.response
+        case .api:
+            response = await router.respond(method: request.method.rawValue, target: request.uri, body: body)
+        case .refuse(let status, let code, let message):
+            response = BackgroundRouter.failure(BackgroundAPI.Failure(status, code, message))
+        }
+        response.headers += WebPage.securityHeaders
+        if request.method == .HEAD { response.body = Data() }
+        return response
+    }
+
     private func write(
         _ response: BackgroundRouter.Response,
         keepAlive: Bool,
@@ -141,7 +202,10 @@ package final class BackgroundServer: Sendable {
     ) async throws {
         var headers = HTTPHeaders()
         headers.add(name: "Content-Length", value: "\(response.body.count)")
-        if !response.body.isEmpty { headers.add(name: "Content-Type", value: "application/json") }
+        if !response.body.isEmpty, !response.headers.contains(where: { $0.name == "Content-Type" }) {
+            headers.add(name: "Content-Type", value: "application/json")
+        }
+        for field in response.headers { headers.add(name: field.name, value: field.value) }
         if !keepAlive { headers.add(name: "Connection", value: "close") }
         let head = HTTPResponseHead(
             version: .http1_1,

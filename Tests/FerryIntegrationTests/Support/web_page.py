@@ -1,0 +1,119 @@
+"""Drives the daemon's web page in headless Chromium (Selenium with chromedriver).
+
+Usage: web_page.py PAGE_URL FILE_URL FOLDER SCREENSHOT FOREIGN_PAGE_URL
+
+PAGE_URL is the address `ferry web` prints (with the token). The script checks the page
+refuses a visit without the token, adds FILE_URL to be saved in FOLDER, waits for its
+progress to advance, saves SCREENSHOT, pauses and resumes it and waits for it to complete;
+then, from a page of another origin (FOREIGN_PAGE_URL), tries the API the way a hostile site
+would. It prints one JSON object of what it saw; any failure exits non-zero with the reason.
+Every wait is for a state, with a generous bound only to end a hung run.
+"""
+
+import json
+import sys
+import time
+from urllib.parse import urlsplit
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+
+
+def fail(message):
+    print(json.dumps({"error": message}))
+    sys.exit(1)
+
+
+def wait_for(what, condition, bound=180):
+    end = time.monotonic() + bound
+    while time.monotonic() < end:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    fail("gave up waiting for " + what)
+
+
+def main():
+    page, file_url, folder, screenshot, foreign = sys.argv[1:6]
+    parts = urlsplit(page)
+    origin = parts.scheme + "://" + parts.netloc
+    token = page.split("token=", 1)[1]
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for argument in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--window-size=1280,640", "--no-first-run", "--disable-extensions"]:
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+    seen = {}
+    try:
+        # Without the token: refused, and no page.
+        driver.get(origin + "/")
+        body = driver.find_element(By.TAG_NAME, "body").text
+        if "unauthorized" not in body or driver.find_elements(By.ID, "add"):
+            fail("the page without its token was served: " + body[:200])
+        seen["withoutToken"] = json.loads(body)["error"]["status"]
+
+        driver.get(page)
+        wait_for("the empty list", lambda: driver.find_element(By.ID, "empty").is_displayed())
+        driver.find_element(By.ID, "url").send_keys(file_url)
+        field = driver.find_element(By.ID, "folder")
+        field.clear()
+        field.send_keys(folder)
+        driver.find_element(By.ID, "filename").send_keys("from-the-page.bin")
+        driver.find_element(By.ID, "add-button").click()
+        row = wait_for("the new row", lambda: driver.find_elements(By.CSS_SELECTOR, "#tasks tbody tr"))[0]
+        seen["task"] = int(row.get_attribute("data-id"))
+
+        def received():
+            return int(row.get_attribute("data-received") or "0")
+
+        wait_for("the transfer to run", lambda: row.get_attribute("data-state") == "running" and received() > 0)
+        first = received()
+        wait_for("progress to advance", lambda: received() > first)
+        wait_for("a rate and an ETA", lambda: row.find_element(By.CSS_SELECTOR, "td.rate").text
+                 and row.find_element(By.CSS_SELECTOR, "td.eta").text)
+        seen["rate"] = row.find_element(By.CSS_SELECTOR, "td.rate").text
+        seen["eta"] = row.find_element(By.CSS_SELECTOR, "td.eta").text
+        seen["progress"] = row.find_element(By.CSS_SELECTOR, "td.progress").text
+        driver.save_screenshot(screenshot)
+
+        row.find_element(By.CSS_SELECTOR, "button.pause").click()
+        wait_for("paused", lambda: row.get_attribute("data-state") == "paused")
+        seen["pausedAt"] = received()
+        if seen["pausedAt"] >= int(row.find_element(By.TAG_NAME, "progress").get_attribute("max") or "0"):
+            fail("the transfer had finished before it was paused")
+        row.find_element(By.CSS_SELECTOR, "button.resume").click()
+        wait_for("resumed", lambda: row.get_attribute("data-state") in ("queued", "running", "completed"))
+        wait_for("completed", lambda: row.get_attribute("data-state") == "completed")
+        seen["completedBytes"] = received()
+
+        # The page's own script and style ran under its policy: nothing was blocked.
+        blocked = [entry["message"] for entry in driver.get_log("browser") if "Content Security Policy" in entry["message"]]
+        if blocked:
+            fail("the page's policy blocked something: " + "; ".join(blocked))
+
+        # A hostile page of another origin, even knowing the token, gets nothing done: a
+        # read with the token needs a preflight, which is refused; a "simple" POST (no
+        # preflight, no way to read the answer) carries its Origin and is refused.
+        driver.get(foreign)
+        seen["foreignRead"] = driver.execute_async_script("""
+            const done = arguments[arguments.length - 1];
+            fetch(arguments[0] + "/v1/tasks", { headers: { "Authorization": "Bearer " + arguments[1] } })
+              .then((response) => done("answered " + response.status), (error) => done("blocked: " + error));
+        """, origin, token)
+        seen["foreignPost"] = driver.execute_async_script("""
+            const done = arguments[arguments.length - 1];
+            fetch(arguments[0] + "/v1/clean", { method: "POST", mode: "no-cors", body: "{}" })
+              .then(() => done("sent"), (error) => done("blocked: " + error));
+        """, origin)
+    finally:
+        driver.quit()
+    print(json.dumps(seen))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,179 @@
+import FerryBackground
+import FerryTestServer
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Chromium, chromedriver and Selenium: what the browser test needs.
+enum Browser {
+    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("Support/web_page.py")
+    static var required: Bool { ProcessInfo.processInfo.environment["FERRY_REQUIRE_CHROMIUM"] == "1" }
+    static let isAvailable =
+        FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium")
+        && FileManager.default.isExecutableFile(atPath: "/usr/bin/chromedriver") && pythonCanImport("selenium")
+    static var enabled: Bool { isAvailable || required }
+
+    /// Where the screenshot for the README goes: `FERRY_SCREENSHOT`, else the package's
+    /// `.build/screenshots/` (inside the checkout, never a system path).
+    static var screenshot: URL {
+        if let path = ProcessInfo.processInfo.environment["FERRY_SCREENSHOT"], !path.isEmpty {
+            return URL(fileURLWithPath: path)
+        }
+        return URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent(".build/screenshots/web-page.png")
+    }
+}
+
+/// A daemon started with `--web 127.0.0.1:0`, and the address `ferry web` prints.
+private struct WebDaemon {
+    let daemon: DaemonProcess
+    let pid: pid_t
+    /// `http://127.0.0.1:PORT/?token=…`.
+    let address: String
+    var origin: String { String(address.prefix(while: { $0 != "?" }).dropLast()) }
+    var token: String { String(address.split(separator: "=", maxSplits: 1)[1]) }
+    var authority: String { String(origin.dropFirst("http://".count)) }
+
+    static func started(_ options: [String] = []) async throws -> WebDaemon {
+        let (daemon, pid) = try await DaemonProcess.started(["--web", "127.0.0.1:0"] + options)
+        let web = try await daemon.ferry(["web"])
+        let address = String(decoding: web.stdout, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(web.status == 0)
+        #expect(address.hasPrefix("http://127.0.0.1:") && address.contains("/?token="))
+        return WebDaemon(daemon: daemon, pid: pid, address: address)
+    }
+
+    /// curl's status code and body for a request with these extra arguments.
+    func curl(_ path: String, _ arguments: [String] = []) async throws -> (status: Int, body: String) {
+        let result = try await ProcessRunner.run(
+            "/usr/bin/curl",
+            ["-sS", "-o", "-", "-w", "\n%{http_code}"] + arguments + [origin + path]
+        )
+        let text = String(decoding: result.stdout, as: UTF8.self)
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
+    }
+}
+
+@Suite struct WebPageTests {
+    @Test func theTokenHostAndOriginAreCheckedOnEveryRequest() async throws {
+        let web = try await WebDaemon.started()
+        defer { DaemonProcess.killNine(web.pid) }
+        let bearer = ["-H", "Authorization: Bearer \(web.token)"]
+
+        // The token file is the daemon user's alone.
+        let file = web.daemon.state.appendingPathComponent("web.url")
+        let mode = try FileManager.default.attributesOfItem(atPath: file.path)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        #expect(try String(contentsOf: file, encoding: .utf8).contains(web.token))
+
+        // The page: with the token, under a policy that allows only itself.
+        let headers = try await ProcessRunner.run("/usr/bin/curl", ["-sS", "-D", "-", web.address])
+        let head = String(decoding: headers.stdout, as: UTF8.self)
+        #expect(head.hasPrefix("HTTP/1.1 200"))
+        #expect(head.contains("Content-Security-Policy: default-src 'none'; script-src 'sha256-"))
+        #expect(head.contains("X-Frame-Options: DENY"))
+        #expect(head.contains("<form id=\"add\""))
+        #expect(try await web.curl("/").status == 401)
+        #expect(try await web.curl("/?token=\(web.token.dropLast())x").status == 401)
+
+        // The API: the token as a bearer, nothing else.
+        #expect(try await web.curl("/v1/tasks", bearer).status == 200)
+        #expect(try await web.curl("/v1/tasks").status == 401)
+        #expect(try await web.curl("/v1/tasks?token=\(web.token)").status == 401)
+        #expect(try await web.curl("/v1/tasks", ["-H", "Authorization: Bearer nope"]).status == 401)
+
+        // DNS rebinding: a name of the attacker's that resolves to 127.0.0.1.
+        let port = web.authority.split(separator: ":")[1]
+        let rebound = try await web.curl("/v1/tasks", bearer + ["-H", "Host: attacker.example:\(port)"])
+        #expect(rebound.status == 403 && rebound.body.contains("foreignHost"))
+        #expect(try await web.curl("/v1/tasks", bearer + ["-H", "Host: localhost:\(port)"]).status == 200)
+
+        // Another site's page: refused whatever it asks, reads and changes alike.
+        let daemon = web.daemon
+        let id = try await daemon.add(
+            ["http://127.0.0.1:9/later", "-o", daemon.directory.path + "/later.bin", "--start-after", "3600"]
+        )
+        let foreign = ["-H", "Origin: http://attacker.example"]
+        let post = ["-X", "POST", "-H", "Content-Type: application/json", "-d", "{}"]
+        let cancel = try await web.curl("/v1/tasks/\(id)/cancel", bearer + foreign + post)
+        #expect(cancel.status == 403 && cancel.body.contains("foreignOrigin"))
+        #expect(try await web.curl("/v1/tasks", bearer + ["-H", "Sec-Fetch-Site: cross-site"]).status == 403)
+        #expect(try await web.curl("/v1/tasks", bearer + ["-X", "OPTIONS"]).status == 403)
+        #expect(try await daemon.client.task(id).state != .canceled)
+        // Our own page's origin, and a script's request with none, are served.
+        let own = ["-H", "Origin: \(web.origin)"]
+        #expect(try await web.curl("/v1/tasks/\(id)/pause", bearer + own + post).status == 200)
+        #expect(try await web.curl("/v1/tasks/\(id)/cancel", bearer + post).status == 200)
+        #expect(try await daemon.client.task(id).state == .canceled)
+    }
+
+    @Test func onlyLoopbackAddressesAreServed() async throws {
+        let daemon = try DaemonProcess()
+        for address in ["0.0.0.0:0", "192.168.1.1:8080", "example.com:80", "[::]:0", "6801x"] {
+            let result = try await daemon.ferry(["daemon", "--web", address])
+            #expect(result.status != 0, "ferry daemon --web \(address) started")
+            #expect(String(decoding: result.stderr, as: UTF8.self).contains("--web takes a loopback address"))
+        }
+        // Without --web there is no page, and `ferry web` says so.
+        let (plain, pid) = try await DaemonProcess.started()
+        defer { DaemonProcess.killNine(pid) }
+        let web = try await plain.ferry(["web"])
+        #expect(web.status != 0)
+        #expect(String(decoding: web.stderr, as: UTF8.self).contains("--web"))
+    }
+
+    @Test(.enabled(if: Browser.enabled && Nginx.enabled, "needs chromium, chromedriver, selenium and nginx"))
+    func aBrowserAddsPausesResumesAndCompletesADownload() async throws {
+        let root = try makeTemporaryDirectory("web-root")
+        let content = TestContent.data(size: 12 * 1_048_576, seed: 17)
+        try content.write(to: root.appendingPathComponent("big.bin"))
+        try Data("<!doctype html><title>elsewhere</title>".utf8).write(to: root.appendingPathComponent("index.html"))
+        let nginx = try await Nginx(serving: root)
+        defer { nginx.stop() }
+        // 12 MiB at 1 MiB/s: time to see it move, pause and resume it.
+        let web = try await WebDaemon.started(["--limit-rate", "1M"])
+        defer { DaemonProcess.killNine(web.pid) }
+        let folder = try makeTemporaryDirectory("web-downloads")
+        let screenshot = web.daemon.directory.appendingPathComponent("web-page.png")
+
+        let run = try await ProcessRunner.run(
+            "/usr/bin/env",
+            [
+                "python3", Browser.script.path, web.address, "http://127.0.0.1:\(nginx.port)/big.bin", folder.path,
+                screenshot.path, "http://127.0.0.1:\(nginx.port)/index.html",
+            ]
+        )
+        let output = String(decoding: run.stdout, as: UTF8.self)
+        try #require(run.status == 0, "\(output)\(String(decoding: run.stderr, as: UTF8.self))")
+        let seen = try #require(try JSONSerialization.jsonObject(with: run.stdout) as? [String: Any])
+        #expect(seen["withoutToken"] as? Int == 401)
+        #expect((seen["rate"] as? String)?.hasSuffix("/s") == true)
+        let pausedAt = try #require(seen["pausedAt"] as? Int)
+        #expect(pausedAt > 0 && pausedAt < content.count)
+        #expect(seen["completedBytes"] as? Int == content.count)
+        #expect((seen["foreignRead"] as? String)?.hasPrefix("blocked") == true)
+
+        // The file is whole, the resume continued with a range, and the hostile POST
+        // did not clean the finished task away.
+        #expect(try Data(contentsOf: folder.appendingPathComponent("from-the-page.bin")) == content)
+        let log = try String(contentsOf: nginx.accessLog, encoding: .utf8)
+        #expect(log.contains("GET /big.bin 206"))
+        let tasks = try await web.daemon.client.tasks()
+        #expect(tasks.contains { $0.id == Int64(seen["task"] as? Int ?? 0) && $0.state == .completed })
+
+        let kept = Browser.screenshot
+        try? FileManager.default.createDirectory(
+            at: kept.deletingLastPathComponent(),
+            withIntermediateDirectories: true
+        )
+        try? FileManager.default.removeItem(at: kept)
+        try FileManager.default.copyItem(at: screenshot, to: kept)
+        let png = try Data(contentsOf: kept)
+        #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47]))
+    }
+}
