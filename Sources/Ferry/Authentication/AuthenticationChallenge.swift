@@ -7,6 +7,7 @@ public struct ProtectionSpace: Hashable, Sendable, CustomStringConvertible {
     public struct AuthenticationMethod: Hashable, Sendable, CustomStringConvertible {
         /// The scheme's name, lowercased (`basic`, `digest`, `bearer`, …).
         public let name: String
+        /// A method by its scheme name, compared case-insensitively (`Basic`, `Digest`, …).
         public init(_ name: String) { self.name = name.lowercased() }
 
         /// RFC 7617.
@@ -19,15 +20,19 @@ public struct ProtectionSpace: Hashable, Sendable, CustomStringConvertible {
 
     /// `http` or `https`.
     public var scheme: String
+    /// The host that asked: the origin's, or the proxy's.
     public var host: String
+    /// The port of that host.
     public var port: Int
     /// The challenge's `realm`; `nil` for a space that covers every realm of the origin (only
     /// when looking credentials up in a ``CredentialStore``).
     public var realm: String?
+    /// The challenge's scheme.
     public var authenticationMethod: AuthenticationMethod
     /// A proxy asked (`407` with `Proxy-Authenticate`); `host` and `port` are the proxy's.
     public var isProxy: Bool
 
+    /// A protection space: where a challenge came from and for which realm and scheme.
     public init(
         scheme: String,
         host: String,

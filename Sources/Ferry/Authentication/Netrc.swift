@@ -15,11 +15,15 @@ public import Foundation
 public struct Netrc: Sendable, Equatable {
     /// One entry: `host` is `nil` for `default`.
     public struct Entry: Sendable, Equatable {
+        /// The `machine`, or `nil` for the `default` entry.
         public var host: String?
+        /// The `login`, when the entry has one.
         public var login: String?
+        /// The `password`, when the entry has one.
         public var password: String?
     }
 
+    /// The entries, in the file's order (the first matching `machine` wins).
     public private(set) var entries: [Entry]
 
     /// Parses the text of a `.netrc` file.

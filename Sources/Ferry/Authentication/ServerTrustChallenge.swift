@@ -20,6 +20,7 @@ public import Foundation
 public struct ServerTrustChallenge: Sendable {
     /// The host the connection is for (lowercased name or address).
     public let host: String
+    /// The port connected to.
     public let port: Int
     /// The chain the server sent, in DER, its own certificate first.
     public let certificates: [Data]

@@ -7,16 +7,21 @@ import FoundationNetworking
 /// A response kept by a ``ResponseCache``: its head, its body, and when it was received
 /// (URLSession's `CachedURLResponse`).
 public struct CachedResponse: Sendable, Codable, Equatable {
+    /// The URL the response answered.
     public var url: URL
+    /// The response's status code.
     public var statusCode: Int
+    /// The response's reason phrase.
     public var reasonPhrase: String
     /// The response's header fields, in order.
     public var headerFields: [[String]]
+    /// The whole response body.
     public var body: Data
     /// The request's values of the fields the response `Vary`s on (names lowercased).
     public var varyingRequestFields: [String: String]
     /// When the request was sent and the response received (RFC 9111 §4.2.3).
     public var requestTime: Date
+    /// When the response was received (its age is counted from here, RFC 9111 §4.2.3).
     public var responseTime: Date
 
     init(response: HTTPResponse, body: Data, request: URLRequest, requestTime: Date, responseTime: Date) {

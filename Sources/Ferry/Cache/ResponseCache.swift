@@ -26,7 +26,9 @@ public final class ResponseCache: Sendable {
         var bytes = 0
     }
 
+    /// Most bytes of response bodies kept in memory.
     public let memoryCapacity: Int
+    /// Most bytes of responses kept on disk.
     public let diskCapacity: Int
     /// Where entries are kept on disk; `nil` for memory only.
     public let directory: URL?

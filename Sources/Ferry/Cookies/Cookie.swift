@@ -3,12 +3,15 @@ public import Foundation
 /// An HTTP cookie as RFC 6265 stores it (§5.3): name, value, where it applies, and its
 /// attributes.
 public struct Cookie: Sendable, Hashable, Codable, CustomStringConvertible {
+    /// The cookie's name.
     public var name: String
+    /// The cookie's value, as the server set it.
     public var value: String
     /// Lowercased, without a leading dot.
     public var domain: String
     /// Sent only to `domain` itself, not its subdomains (the cookie had no `Domain`).
     public var hostOnly: Bool
+    /// The path the cookie is sent for (and below it).
     public var path: String
     /// `nil` for a session cookie, kept until the store is dropped.
     public var expires: Date?
@@ -19,8 +22,10 @@ public struct Cookie: Sendable, Hashable, Codable, CustomStringConvertible {
     /// `Strict`, `Lax` or `None`, as the server sent it; kept, not enforced (Ferry has no
     /// notion of a top-level site).
     public var sameSite: String?
+    /// When the cookie was first stored (RFC 6265 orders cookies by it).
     public var created: Date
 
+    /// A cookie with every attribute given.
     public init(
         name: String,
         value: String,

@@ -25,8 +25,11 @@ public struct Proxy: Sendable, Hashable {
         case https
     }
 
+    /// HTTP (CONNECT for https) or SOCKS5.
     public var kind: Kind
+    /// The proxy's host.
     public var host: String
+    /// The proxy's port.
     public var port: Int
     /// Sent to an HTTP proxy as `Proxy-Authorization: Basic` with every `CONNECT`; to a
     /// SOCKS5 proxy as its username / password (RFC 1929) when it asks for them.
@@ -36,6 +39,7 @@ public struct Proxy: Sendable, Hashable {
     /// every host.
     public var bypass: [String]
 
+    /// A proxy of `kind` at `host`:`port`, with optional credentials and hosts that bypass it.
     public init(kind: Kind, host: String, port: Int, credential: Credential? = nil, bypass: [String] = []) {
         self.kind = kind
         self.host = host
@@ -44,6 +48,7 @@ public struct Proxy: Sendable, Hashable {
         self.bypass = bypass
     }
 
+    /// An HTTP proxy: plain requests through it, `https` by CONNECT.
     public static func http(host: String, port: Int, credential: Credential? = nil, bypass: [String] = []) -> Proxy {
         Proxy(kind: .http, host: host, port: port, credential: credential, bypass: bypass)
     }

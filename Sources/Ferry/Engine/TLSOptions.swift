@@ -37,15 +37,19 @@ public struct TLSOptions: Sendable, Equatable {
 
     /// A certificate chain and its private key, in PEM, presented when a server asks.
     public struct ClientIdentity: Sendable, Equatable {
+        /// The client's certificate, then any intermediates, in PEM.
         public var certificateChainPEM: String
+        /// The certificate's private key, in PEM.
         public var privateKeyPEM: String
 
+        /// A client identity from a PEM certificate chain and its key.
         public init(certificateChainPEM: String, privateKeyPEM: String) {
             self.certificateChainPEM = certificateChainPEM
             self.privateKeyPEM = privateKeyPEM
         }
     }
 
+    /// The certificates a server's chain must lead to: the system's (default) or your own.
     public var trustRoots: TrustRoots = .system
     /// Per host (lowercased name or address), the certificates (PEM) its chain must lead to.
     public var pinnedCertificates: [String: String] = [:]
@@ -57,10 +61,12 @@ public struct TLSOptions: Sendable, Equatable {
     /// Ask ``SessionDelegate/session(_:didReceive:)-(_,ServerTrustChallenge)`` about every
     /// new https connection (URLSession's server-trust challenge). Off: nobody is asked.
     public var delegateEvaluatesServerTrust = false
+    /// The certificate to present when a server asks for one; `nil` for none.
     public var clientIdentity: ClientIdentity?
     /// Accept any certificate (curl's `--insecure`). Off, and meant to stay off.
     public var allowsInvalidCertificates = false
 
+    /// The defaults: the system's roots, no pinning, no client certificate.
     public init() {}
 
     /// The configurations for the engine, checked: invalid PEM is an error now, not at the

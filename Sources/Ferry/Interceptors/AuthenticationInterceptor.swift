@@ -11,6 +11,7 @@ public import Foundation
 /// ``AuthenticationInterceptor`` needs to know about one kind of credential (an OAuth token,
 /// an API session).
 public protocol Authenticator: Sendable {
+    /// What the authenticator applies and refreshes, such as an OAuth token.
     associatedtype Credential: Sendable & Equatable
 
     /// Adds `credential` to `request` (for example `Authorization: Bearer …`).
@@ -57,6 +58,7 @@ public final class AuthenticationInterceptor<A: Authenticator>: RequestIntercept
     /// Retries per task before a refusal is delivered as it is.
     public let maximumRetries: Int
 
+    /// An interceptor that applies `credential` with `authenticator`, refreshing it at most `maximumRetries` times in a row.
     public init(authenticator: A, credential: A.Credential? = nil, maximumRetries: Int = 3) {
         self.authenticator = authenticator
         self.state = Mutex(State(credential: credential))

@@ -4,6 +4,7 @@ public import Foundation
 public import FoundationNetworking
 #endif
 
+/// Ferry's conveniences on Foundation's request: a typed method, headers at creation, Basic credentials.
 extension URLRequest {
     /// The request's method as an ``HTTPMethod`` (`GET` when unset).
     public var method: HTTPMethod {

@@ -16,6 +16,7 @@ public protocol ResponseSerializer<Output>: Sendable {
 
 /// Passes the body through.
 public struct DataResponseSerializer: ResponseSerializer {
+    /// A serializer that hands back the body as it came.
     public init() {}
     public func serialize(_ data: Data, response: HTTPResponse) throws -> Data { data }
 }
@@ -27,6 +28,7 @@ public struct StringResponseSerializer: ResponseSerializer {
     /// A charset that overrides the response's.
     public var encoding: String.Encoding?
 
+    /// A serializer that decodes the body as text in `encoding`, or in the response's charset (UTF-8 when it names none).
     public init(encoding: String.Encoding? = nil) { self.encoding = encoding }
 
     public func serialize(_ data: Data, response: HTTPResponse) throws -> String {
@@ -68,6 +70,7 @@ public struct StringResponseSerializer: ResponseSerializer {
 public struct DecodableResponseSerializer<Value: Decodable & Sendable>: ResponseSerializer {
     private let makeDecoder: @Sendable () -> JSONDecoder
 
+    /// A serializer that decodes `Value` from the body with a new decoder from `decoder`.
     public init(_ type: Value.Type = Value.self, decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() }) {
         self.makeDecoder = decoder
     }

@@ -11,7 +11,12 @@ import Foundation
 public struct Checksum: Sendable, Hashable, CustomStringConvertible {
     /// A digest algorithm.
     public enum Algorithm: String, Sendable, CaseIterable {
-        case sha256, sha384, sha512
+        /// SHA-256.
+        case sha256
+        /// SHA-384.
+        case sha384
+        /// SHA-512.
+        case sha512
         /// For legacy mirrors only: not collision-resistant.
         case sha1, md5
 
@@ -26,6 +31,7 @@ public struct Checksum: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// The digest's algorithm.
     public let algorithm: Algorithm
     /// The digest, lower-case hex.
     public let hex: String

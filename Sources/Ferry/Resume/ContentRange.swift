@@ -10,6 +10,7 @@ public enum ContentRange: Sendable, Equatable {
     /// The range was not satisfiable; the representation has `complete` bytes.
     case unsatisfied(complete: Int64)
 
+    /// Parses a `Content-Range` value (`bytes 0-99/1000`, `bytes */1000`); `nil` when it is not one.
     public init?(_ value: String) {
         let trimmed = value.trimmingWhitespace()
         guard trimmed.lowercased().hasPrefix("bytes ") else { return nil }

@@ -58,10 +58,14 @@ public struct ResumeData: Codable, Sendable, Equatable {
 
     /// One part of a split download: the bytes `start..<end`, written up to `next`.
     public struct Segment: Codable, Sendable, Equatable {
+        /// The segment's first byte in the file.
         public var start: Int64
+        /// The next byte to fetch: `start..<next` is on disk.
         public var next: Int64
+        /// The byte after the segment's last.
         public var end: Int64
 
+        /// A segment of the bytes `start..<end`, written up to `next`.
         public init(start: Int64, next: Int64, end: Int64) {
             self.start = start
             self.next = next

@@ -19,6 +19,7 @@ public struct ResumeStore: Sendable, Equatable {
     public let directory: URL?
     private let storage: (any ResumeStorage)?
 
+    /// A store that keeps each download's resume data as a file in `directory`.
     public init(directory: URL) {
         self.directory = directory
         storage = nil
@@ -92,7 +93,10 @@ public struct ResumeStore: Sendable, Equatable {
 /// key. Called from the transfer at each checkpoint (about once a second or every 4 MiB),
 /// from any thread; a call must be done with the entry durable when it returns.
 public protocol ResumeStorage: AnyObject, Sendable {
+    /// The resume data kept for `key`, or `nil`.
     func resumeData(for key: String) -> ResumeData?
+    /// Keeps `resumeData` for `key`, replacing what was there.
     func save(_ resumeData: ResumeData, for key: String) throws
+    /// Forgets what was kept for `key`.
     func remove(_ key: String)
 }

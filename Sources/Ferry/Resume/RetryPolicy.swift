@@ -23,6 +23,7 @@ public struct RetryPolicy: Sendable, Equatable {
     /// The longest `Retry-After` honoured.
     public var maximumRetryAfter: TimeInterval
 
+    /// A policy of at most `maximumRetries` retries, waiting `baseDelay` doubled each time up to `maximumDelay`, and a server's `Retry-After` up to `maximumRetryAfter`.
     public init(
         maximumRetries: Int = 5,
         baseDelay: TimeInterval = 0.5,

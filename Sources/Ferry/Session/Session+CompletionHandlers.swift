@@ -67,8 +67,11 @@ extension Session {
     /// temporary location (removed when the handler returns), as URLSession's
     /// `downloadTask(withResumeData:completionHandler:)`.
     ///
-    /// - Parameter headers: Header fields to add, such as credentials, which resume data
-    ///   never keeps.
+    /// - Parameters:
+    ///   - resumeData: What a cancelled or failed download left (``DownloadTask/cancelProducingResumeData()``).
+    ///   - headers: Header fields to add, such as credentials, which resume data never keeps.
+    ///   - completionHandler: Called once, with the file's temporary location, the response
+    ///     and `nil`, or with the error.
     public func downloadTask(
         withResumeData resumeData: ResumeData,
         headers: [String: String] = [:],

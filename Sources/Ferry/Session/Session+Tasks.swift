@@ -30,6 +30,7 @@ extension Session {
     /// An upload task sending a one-shot async sequence of byte chunks.
     ///
     /// - Parameters:
+    ///   - request: The request; its method, URL and header fields are sent.
     ///   - stream: The body, for example an `AsyncStream<Data>`. Iterated once, as the
     ///     connection asks; a redirect that needs the body again fails the task.
     ///   - length: The exact length, sent as `Content-Length`; `nil` sends the body chunked.
@@ -53,6 +54,7 @@ extension Session {
     /// ```
     ///
     /// - Parameters:
+    ///   - request: The request; its method, URL and header fields are sent.
     ///   - length: The exact length of every sequence, sent as `Content-Length`; `nil` sends
     ///     the body chunked.
     ///   - bodyProvider: Makes the body's sequence; called when the body is first sent and

@@ -149,6 +149,7 @@ public struct SessionConfiguration: Sendable {
     /// that sends more fails the task with ``FerryError/Reason/badServerResponse`` before any
     /// of it is used. (The HTTP parser also refuses a head over 80 KiB.)
     public var maximumResponseHeaderCount = 200
+    /// Most bytes of a response's header fields together (see ``maximumResponseHeaderCount``).
     public var maximumResponseHeaderBytes = 64 * 1024
 
     /// Where data tasks' `GET` responses are kept and looked up (URLSession's `urlCache`),
@@ -217,12 +218,16 @@ public struct SessionConfiguration: Sendable {
     /// rules (`FERRY_STATE_DIR`, `FERRY_SOCKET`, the XDG directories; `FERRY_EXECUTABLE`,
     /// a `ferry` beside the program, then `PATH`).
     public struct BackgroundDaemonOptions: Sendable, Equatable {
+        /// The daemon's state directory; `nil` follows `ferry`'s rules.
         public var stateDirectory: URL?
+        /// The daemon's socket; `nil` follows `ferry`'s rules.
         public var socket: URL?
         /// Start `ferry daemon` when none answers (a lock keeps it to one).
         public var startsDaemon = true
+        /// The `ferry` to start; `nil` looks for it (`FERRY_EXECUTABLE`, beside the program, `PATH`).
         public var executable: String?
 
+        /// Every field unset: `ferry`'s rules throughout.
         public init() {}
     }
 

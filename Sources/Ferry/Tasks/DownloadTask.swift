@@ -12,7 +12,7 @@ public final class DownloadTask: SessionTask, @unchecked Sendable {
 
     /// Most connections this download may use at once; `nil` (the default) takes the
     /// session's ``SessionConfiguration/maximumConnectionsPerDownload``. Set before
-    /// ``resume()``. See ``TaskEvent/segments(_:reason:)`` for what the download chose.
+    /// ``SessionTask/resume()``. See ``TaskEvent/segments(_:reason:)`` for what the download chose.
     public var maximumConnections: Int? {
         get { storage.withLock { $0.maximumConnections } }
         set { storage.withLock { $0.maximumConnections = newValue.map { max(1, $0) } } }

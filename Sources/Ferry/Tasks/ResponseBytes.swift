@@ -51,6 +51,7 @@ public struct ResponseBytes: AsyncSequence, Sendable {
 
     /// Reads the body one byte at a time, from the chunk at hand.
     public struct AsyncIterator: AsyncIteratorProtocol {
+        /// One byte of the body.
         public typealias Element = UInt8
         public typealias Failure = FerryError
 
@@ -77,6 +78,7 @@ public struct ResponseBytes: AsyncSequence, Sendable {
         public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: reader.take()) }
 
         public struct AsyncIterator: AsyncIteratorProtocol {
+            /// A chunk of the body, as it arrived.
             public typealias Element = Data
             public typealias Failure = FerryError
             private var base: ChunkIterator
@@ -102,6 +104,7 @@ public struct ResponseBytes: AsyncSequence, Sendable {
         }
 
         public struct AsyncIterator: AsyncIteratorProtocol {
+            /// A line of the body, without its line break.
             public typealias Element = String
             public typealias Failure = FerryError
             private var base: ChunkIterator

@@ -28,7 +28,7 @@ public import FoundationNetworking
 /// ## Lock order
 /// Session, then task, then the per-host limiter or the event hub: the session's lock may be
 /// held while a task's is taken (its registry asks tasks for their state), a task's while the
-/// limiter's (``TaskRunner`` reserves a place) or the hub's (events are published in order)
+/// limiter's (`TaskRunner` reserves a place) or the hub's (events are published in order)
 /// is taken, never the other way round. Continuations are resumed, and delegates and
 /// completion handlers called, after every lock is released.
 public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvertible {

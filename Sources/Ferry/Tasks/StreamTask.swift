@@ -3,7 +3,7 @@ public import Foundation
 /// A TCP connection as a task, like `URLSessionStreamTask`: read and write bytes, close
 /// either direction, and start TLS on it when the protocol says so (STARTTLS).
 ///
-/// Made by ``Session/streamTask(withHostName:port:)``, suspended; ``resume()`` connects
+/// Made by ``Session/streamTask(withHostName:port:)``, suspended; ``SessionTask/resume()`` connects
 /// (within the session's ``SessionConfiguration/timeoutIntervalForRequest``). Reads and
 /// writes made before the connection exists wait for it. The task completes when the
 /// connection closes: the peer closed it, both ``closeRead()`` and ``closeWrite()`` were
@@ -58,7 +58,9 @@ public final class StreamTask: SessionTask, @unchecked Sendable {
     /// Writes `data`, returning once it is handed to the operating system (so a peer that
     /// does not read slows the writer down).
     ///
-    /// - Parameter timeout: Seconds the write may take; 0 for no limit.
+    /// - Parameters:
+    ///   - data: The bytes to send.
+    ///   - timeout: Seconds the write may take; 0 for no limit.
     public func write(_ data: Data, timeout: TimeInterval) async throws(FerryError) {
         guard let connection else { throw FerryError(.unsupportedConfiguration, "Not a stream task.") }
         try await connection.write(data, timeout: timeout)

@@ -75,6 +75,7 @@ public struct TransferProgress: Sendable, Equatable {
     /// Bytes expected, or `nil` while unknown.
     public var totalBytes: Int64?
 
+    /// Progress of `completedBytes` out of `totalBytes` (`nil`: unknown).
     public init(completedBytes: Int64 = 0, totalBytes: Int64? = nil) {
         self.completedBytes = completedBytes
         self.totalBytes = totalBytes

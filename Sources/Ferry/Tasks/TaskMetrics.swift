@@ -46,13 +46,21 @@ public struct TransactionMetrics: Sendable {
         case resume
     }
 
+    /// The request as sent.
     public var request: URLRequest
+    /// The response, when one arrived.
     public var response: HTTPResponse?
+    /// Why this request was made: the task's own, a redirect, a retry, an authentication.
     public var reason: Reason
+    /// When the request was started.
     public var fetchStartDate: Date
+    /// When the first byte of the request was written.
     public var requestStartDate: Date?
+    /// When the last byte of the request was written.
     public var requestEndDate: Date?
+    /// When the first byte of the response arrived.
     public var responseStartDate: Date?
+    /// When the last byte of the response arrived.
     public var responseEndDate: Date?
     /// Request body bytes sent.
     public var countOfRequestBodyBytesSent: Int64
@@ -66,11 +74,13 @@ public struct TransactionMetrics: Sendable {
     public var connectEndDate: Date?
     /// When the TLS handshake began and ended (`https` over a new connection).
     public var secureConnectionStartDate: Date?
+    /// When the TLS handshake ended.
     public var secureConnectionEndDate: Date?
     /// Whether an earlier request had used the connection; `nil` when unknown.
     public var isReusedConnection: Bool?
     /// The address connected to (the origin, or the proxy).
     public var remoteAddress: String?
+    /// The local address of the connection.
     public var localAddress: String?
 }
 
