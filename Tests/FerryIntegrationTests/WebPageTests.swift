@@ -158,13 +158,17 @@ private struct WebDaemon {
         #expect(seen["completedBytes"] as? Int == content.count)
         #expect((seen["foreignRead"] as? String)?.hasPrefix("blocked") == true)
 
-        // The file is whole, the resume continued with a range, and the hostile POST
-        // did not clean the finished task away.
+        // The hostile POST cleaned nothing away; the page's own button did.
+        #expect(seen["statesAfterForeignPost"] as? [String] == ["canceled", "completed"])
+        #expect(seen["afterClear"] as? String == "Cleared 2 finished.")
+        #expect(try await web.daemon.client.tasks().isEmpty)
+
+        // The file is whole and the resume continued with a range; the cancelled one left
+        // nothing at its destination.
         #expect(try Data(contentsOf: folder.appendingPathComponent("from-the-page.bin")) == content)
+        #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("cancelled.bin").path))
         let log = try String(contentsOf: nginx.accessLog, encoding: .utf8)
         #expect(log.contains("GET /big.bin 206"))
-        let tasks = try await web.daemon.client.tasks()
-        #expect(tasks.contains { $0.id == Int64(seen["task"] as? Int ?? 0) && $0.state == .completed })
 
         let kept = Browser.screenshot
         try? FileManager.default.createDirectory(

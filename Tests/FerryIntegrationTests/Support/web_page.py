@@ -5,8 +5,10 @@ Usage: web_page.py PAGE_URL FILE_URL FOLDER SCREENSHOT FOREIGN_PAGE_URL
 PAGE_URL is the address `ferry web` prints (with the token). The script checks the page
 refuses a visit without the token, adds FILE_URL to be saved in FOLDER, waits for its
 progress to advance, saves SCREENSHOT, pauses and resumes it and waits for it to complete;
-then, from a page of another origin (FOREIGN_PAGE_URL), tries the API the way a hostile site
-would. It prints one JSON object of what it saw; any failure exits non-zero with the reason.
+adds it again and cancels that one; from a page of another origin (FOREIGN_PAGE_URL) tries
+the API the way a hostile site would; back on the page, sees both tasks still listed and
+clears them. It prints one JSON object of what it saw; any failure exits non-zero with the
+reason.
 Every wait is for a state, with a generous bound only to end a hung run.
 """
 
@@ -91,6 +93,17 @@ def main():
         wait_for("completed", lambda: row.get_attribute("data-state") == "completed")
         seen["completedBytes"] = received()
 
+        # A second one, cancelled from the page.
+        driver.find_element(By.ID, "url").send_keys(file_url)
+        driver.find_element(By.ID, "filename").send_keys("cancelled.bin")
+        driver.find_element(By.ID, "add-button").click()
+        second = wait_for("the second row", lambda: [r for r in driver.find_elements(By.CSS_SELECTOR, "#tasks tbody tr")
+                                                     if r.get_attribute("data-id") != str(seen["task"])])[0]
+        seen["cancelledTask"] = int(second.get_attribute("data-id"))
+        wait_for("a cancel button", lambda: second.find_elements(By.CSS_SELECTOR, "button.cancel"))
+        second.find_element(By.CSS_SELECTOR, "button.cancel").click()
+        wait_for("cancelled", lambda: second.get_attribute("data-state") == "canceled")
+
         # The page's own script and style ran under its policy: nothing was blocked.
         blocked = [entry["message"] for entry in driver.get_log("browser") if "Content Security Policy" in entry["message"]]
         if blocked:
@@ -110,6 +123,15 @@ def main():
             fetch(arguments[0] + "/v1/clean", { method: "POST", mode: "no-cors", body: "{}" })
               .then(() => done("sent"), (error) => done("blocked: " + error));
         """, origin)
+
+        # Back on the page: the hostile POST cleaned nothing; our own button does.
+        driver.get(page)
+        wait_for("both rows", lambda: len(driver.find_elements(By.CSS_SELECTOR, "#tasks tbody tr")) == 2)
+        seen["statesAfterForeignPost"] = sorted(r.get_attribute("data-state")
+                                                for r in driver.find_elements(By.CSS_SELECTOR, "#tasks tbody tr"))
+        driver.find_element(By.ID, "clean").click()
+        wait_for("the cleared list", lambda: driver.find_element(By.ID, "empty").is_displayed())
+        seen["afterClear"] = driver.find_element(By.ID, "message").text
     finally:
         driver.quit()
     print(json.dumps(seen))
