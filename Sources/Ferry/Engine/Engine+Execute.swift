@@ -50,10 +50,10 @@ extension Engine {
         do {
             let client = client(for: request.url, decompressing: request.decompressing, bridged: route.bridged)
             let stream = ResponseStream(onActivity: onActivity)
+            let eventLoop = eventLoop(for: route.url)
             var body: HTTPClient.Body?
             if let chunks = request.body {
                 let pump = stream.pump
-                let eventLoop = client.eventLoopGroup.any()
                 body = .stream(contentLength: chunks.length) { writer in
                     pump.start(chunks, length: chunks.length, writer: writer, on: eventLoop)
                 }
@@ -66,7 +66,8 @@ extension Engine {
                     body: body,
                     tlsConfiguration: route.bridged ? nil : tls.override(for: request.url)
                 ),
-                on: client
+                on: client,
+                eventLoop: eventLoop
             )
             let head: HTTPResponseHead
             do {

@@ -35,6 +35,8 @@ final class Engine: Sendable {
     /// Carries requests to the hosts Ferry verifies itself, when the TLS options have any.
     let bridge: TLSBridge?
     let configuration: SessionConfiguration
+    /// The event loops of the clients' group, for ``eventLoop(for:)``.
+    private let eventLoops: [any EventLoop] = Array(MultiThreadedEventLoopGroup.singleton.makeIterator())
 
     /// - Throws: when the TLS bridge the options need cannot be set up.
     convenience init(configuration: SessionConfiguration, tls: ResolvedTLS) throws(FerryError) {
@@ -147,6 +149,19 @@ final class Engine: Sendable {
 
     /// The client for a request to `url`: through the session's proxy unless it bypasses it;
     /// decoding the body when asked and the configuration allows it.
+    /// The event loop that runs every request to `url`'s origin: always the same one.
+    ///
+    /// AsyncHTTPClient calls a request's delegate on the request's event loop, and hops
+    /// there (two thread switches, each way) whenever the pooled connection it got lives
+    /// on another. With `.indifferent`, the request's loop is the group's next, so
+    /// sequential requests on one keep-alive connection hopped every other time. One loop
+    /// per origin keeps a request, its connection and its callbacks on one thread; different
+    /// origins still spread over the group.
+    func eventLoop(for url: URL) -> any EventLoop {
+        let index = Int(UInt(bitPattern: Origin(url).hashValue) % UInt(eventLoops.count))
+        return eventLoops[index]
+    }
+
     func client(for url: URL, decompressing: Bool, bridged: Bool = false) -> HTTPClient {
         let kind = ClientKind(
             proxied: !bridged && configuration.proxy?.applies(to: url) == true,

@@ -77,9 +77,11 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
     }
 
     /// Sends `request` (whose body, if any, is fed by ``pump``).
-    func start(_ request: HTTPClient.Request, on client: HTTPClient) {
+    /// Starts `request` on `client`, its delegate called on `eventLoop` (where the pool
+    /// also prefers to find or open the connection).
+    func start(_ request: HTTPClient.Request, on client: HTTPClient, eventLoop: any EventLoop) {
         state.withLock { $0.sendsBody = request.body != nil }
-        let task = client.execute(request: request, delegate: self, eventLoop: .indifferent, deadline: nil)
+        let task = client.execute(request: request, delegate: self, eventLoop: .delegate(on: eventLoop), deadline: nil)
         let cancel = state.withLock { state -> Bool in
             state.task = task
             return state.abandoned && state.end == nil
