@@ -91,6 +91,11 @@ final class HostLimiter: Sendable {
         if holdsSlot { release(for: reservation.origin) }
     }
 
+    /// How many transfers to `origin` hold a slot now.
+    func running(for origin: Origin) -> Int {
+        state.withLock { $0.scheduler.running[origin, default: 0] }
+    }
+
     /// Gives the slot back, waking the next waiter for `origin` if there is one.
     func release(for origin: Origin) {
         let next: CheckedContinuation<Void, any Error>? = state.withLock { state in
