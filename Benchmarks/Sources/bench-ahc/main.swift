@@ -5,6 +5,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOFileSystem
+import NIOSSL
 
 @main
 struct BenchAHC {
@@ -14,13 +15,25 @@ struct BenchAHC {
         if arguments.first == "many", arguments.count == 4 {
             configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = Int(arguments[3]) ?? 6
         }
+        // HTTPS from a server with a certificate of the benchmark's own making.
+        if let ca = ProcessInfo.processInfo.environment["FERRY_BENCH_CA"] {
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.trustRoots = .certificates((try? NIOSSLCertificate.fromPEMFile(ca)) ?? [])
+            configuration.tlsConfiguration = tls
+        }
         let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
         var status: Int32 = 0
         do {
             switch (arguments.first, arguments.count) {
             case ("download", 3): try await download(arguments[1], to: arguments[2], client: client)
             case ("gets", 3): try await gets(arguments[1], count: Int(arguments[2]) ?? 0, client: client)
-            case ("many", 4): try await many(list: arguments[1], into: arguments[2], client: client)
+            case ("many", 4):
+                try await many(
+                    list: arguments[1],
+                    into: arguments[2],
+                    concurrent: Int(arguments[3]) ?? 6,
+                    client: client
+                )
             default:
                 FileHandle.standardError.write(
                     Data("usage: bench-ahc download URL FILE | gets URL COUNT | many LIST DIR N\n".utf8)
@@ -66,10 +79,13 @@ struct BenchAHC {
         print("{\"seconds\": \(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)}")
     }
 
-    static func many(list: String, into directory: String, client: HTTPClient) async throws {
+    /// Every URL of `list` into `directory`, `concurrent` at a time (as Ferry's per-host
+    /// limit and `curl --parallel-max` hold them; over HTTP/2 the pool alone would start all).
+    static func many(list: String, into directory: String, concurrent: Int, client: HTTPClient) async throws {
         let urls = try String(contentsOfFile: list, encoding: .utf8).split(separator: "\n").map(String.init)
         try await withThrowingTaskGroup(of: Void.self) { group in
             for (index, source) in urls.enumerated() {
+                if index >= concurrent { try await group.next() }
                 group.addTask { try await download(source, to: "\(directory)/\(index)", client: client) }
             }
             try await group.waitForAll()

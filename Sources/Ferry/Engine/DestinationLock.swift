@@ -23,7 +23,8 @@ final class DestinationLock: Sendable {
         let directory = destination.deletingLastPathComponent()
         path =
             directory.appendingPathComponent(
-                SafeFilename.sidecar(of: destination.lastPathComponent, suffix: ".ferry-lock")
+                SafeFilename.sidecar(of: destination.lastPathComponent, suffix: ".ferry-lock"),
+                isDirectory: false  // (without it, Foundation asks the file system)
             ).path
         while true {
             let descriptor = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)

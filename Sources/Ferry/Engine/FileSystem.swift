@@ -151,7 +151,8 @@ enum FileSystem {
             SafeFilename.sidecar(
                 of: destination.lastPathComponent,
                 suffix: ".ferry-\(UUID().uuidString.prefix(8)).part"
-            )
+            ),
+            isDirectory: false
         )
         do {
             try copyFile(from: source, to: staging)
@@ -224,7 +225,8 @@ enum FileSystem {
     static func writeAtomically(_ data: Data, to url: URL) throws {
         let temporary = url.deletingLastPathComponent()
             .appendingPathComponent(
-                SafeFilename.sidecar(of: url.lastPathComponent, suffix: ".\(UUID().uuidString.prefix(8)).tmp")
+                SafeFilename.sidecar(of: url.lastPathComponent, suffix: ".\(UUID().uuidString.prefix(8)).tmp"),
+                isDirectory: false
             )
         let descriptor = open(temporary.path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw error("Cannot write '\(temporary.path)'") }
