@@ -85,6 +85,20 @@ struct RequestAndResponseTests {
         #expect(HTTPResponse(url: url, statusCode: 200, headers: ["Content-Length": "-1"]).expectedContentLength == nil)
     }
 
+    @Test func contentLengthIsDigitsWithBlanksAround() {
+        func length(_ value: String) -> Int64? {
+            HTTPResponse(url: url, statusCode: 200, headers: ["Content-Length": value]).expectedContentLength
+        }
+        #expect(length("0") == 0)
+        #expect(length("\t7 ") == 7)
+        #expect(length("007") == 7)
+        #expect(length("9223372036854775807") == Int64.max)
+        for bad in ["", " ", "4 2", "+42", "-0", "42a", "0x10", "9223372036854775808", "١٢"] {
+            #expect(length(bad) == nil, "'\(bad)'")
+        }
+        #expect(HTTPResponse(url: url, statusCode: 200, headers: [:]).expectedContentLength == nil)
+    }
+
     @Test func validation() throws {
         let ok = HTTPResponse(url: url, statusCode: 200, headers: ["Content-Type": "application/json; charset=utf-8"])
         try ResponseValidation.successful.accepting(contentTypes: ["application/*"]).validate(ok)

@@ -33,9 +33,19 @@ public struct HTTPResponse: Sendable, Equatable {
 
     /// The body length the server announced in `Content-Length`, or `nil` when unknown.
     public var expectedContentLength: Int64? {
-        guard let value = headers["Content-Length"]?.trimmingWhitespace(),
-            let length = Int64(value), length >= 0
-        else { return nil }
+        // Read in place (every response asks, often twice): blanks around the digits only.
+        guard let value = headers["Content-Length"] else { return nil }
+        let blank: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 }
+        let trimmed = value.utf8.drop(while: blank).reversed().drop(while: blank)
+        guard !trimmed.isEmpty else { return nil }
+        var length: Int64 = 0
+        for byte in trimmed.reversed() {
+            guard (0x30...0x39).contains(byte) else { return nil }
+            let (times, overflowed) = length.multipliedReportingOverflow(by: 10)
+            let (sum, overflowedAgain) = times.addingReportingOverflow(Int64(byte - 0x30))
+            guard !overflowed, !overflowedAgain else { return nil }
+            length = sum
+        }
         return length
     }
 
