@@ -178,14 +178,19 @@ extension DaemonCommand {
         let home = FileManager.default.homeDirectoryForCurrentUser
         let downloads = home.appendingPathComponent("Downloads", isDirectory: true)
         let saveTo = FileManager.default.fileExists(atPath: downloads.path) ? downloads : home
-        let server = try await BackgroundServer.startWeb(
-            daemon: service,
-            host: host,
-            port: port,
-            token: token,
-            allowedDirectories: allowedDirectories,
-            saveTo: saveTo.path
-        )
+        let server: BackgroundServer
+        do {
+            server = try await BackgroundServer.startWeb(
+                daemon: service,
+                host: host,
+                port: port,
+                token: token,
+                allowedDirectories: allowedDirectories,
+                saveTo: saveTo.path
+            )
+        } catch {
+            throw FerryError(.unsupportedConfiguration, "The web page cannot listen on \(web): \(error).")
+        }
         let address = "\(server.socketPath)?token=\(token)"
         try PrivateFile.write(Data((address + "\n").utf8), to: file)
         logger.notice("web interface: open \(address)")

@@ -119,6 +119,14 @@ private struct WebDaemon {
             #expect(result.status != 0, "ferry daemon --web \(address) started")
             #expect(String(decoding: result.stderr, as: UTF8.self).contains("--web takes a loopback address"))
         }
+        // A port already taken: the daemon says so and stops, rather than run without it.
+        let taken = try await WebDaemon.started()
+        defer { DaemonProcess.killNine(taken.pid) }
+        let second = try await daemon.ferry(["daemon", "--web", taken.authority])
+        #expect(second.status != 0)
+        #expect(second.stderrText.contains("The web page cannot listen on \(taken.authority)"))
+        #expect(!FileManager.default.fileExists(atPath: daemon.state.appendingPathComponent("web.url").path))
+
         // Without --web there is no page, and `ferry web` says so.
         let (plain, pid) = try await DaemonProcess.started()
         defer { DaemonProcess.killNine(pid) }
