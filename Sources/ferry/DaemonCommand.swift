@@ -192,7 +192,7 @@ extension DaemonCommand {
             throw FerryError(.unsupportedConfiguration, "The web page cannot listen on \(web): \(error).")
         }
         let address = "\(server.socketPath)?token=\(token)"
-        try PrivateFile.write(Data((address + "\n").utf8), to: file)
+        try FileSystem.writeAtomically(Data((address + "\n").utf8), to: file)
         logger.notice("web interface: open \(address)")
         return server
     }

@@ -150,8 +150,6 @@ final class Engine: Sendable {
         return (routed, host, true)
     }
 
-    /// The client for a request to `url`: through the session's proxy unless it bypasses it;
-    /// decoding the body when asked and the configuration allows it.
     /// The event loop a request to `url` runs its delegate on, and where the pool prefers
     /// its connection: the origin's own loop while the request is the origin's only one,
     /// the next loop in turn while others to that origin run.
@@ -171,6 +169,8 @@ final class Engine: Sendable {
         return eventLoops[(own + turn) % eventLoops.count]
     }
 
+    /// The client for a request to `url`: through the session's proxy unless it bypasses it;
+    /// decoding the body when asked and the configuration allows it.
     func client(for url: URL, decompressing: Bool, bridged: Bool = false) -> HTTPClient {
         let kind = ClientKind(
             proxied: !bridged && configuration.proxy?.applies(to: url) == true,

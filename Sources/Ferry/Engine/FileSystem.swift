@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 
 #if canImport(Glibc)
 import Glibc
@@ -7,7 +7,7 @@ import Darwin
 #endif
 
 /// Small POSIX helpers with typed errors.
-enum FileSystem {
+package enum FileSystem {
     static func error(_ what: String, code: Int32 = errno) -> FerryError {
         FerryError(.fileSystem, "\(what): \(String(cString: strerror(code))).")
     }
@@ -221,8 +221,9 @@ enum FileSystem {
     static func removeIfPresent(_ url: URL) { unlink(url.path) }
 
     /// Writes `data` to `url` so that a reader sees the old or the new content, never a mix:
-    /// a temporary file beside it, `fsync`, `rename`.
-    static func writeAtomically(_ data: Data, to url: URL) throws {
+    /// a temporary file beside it, made 0600 from its first moment, `fsync`, `rename`. The
+    /// daemon keeps its web page's token this way too.
+    package static func writeAtomically(_ data: Data, to url: URL) throws {
         let temporary = url.deletingLastPathComponent()
             .appendingPathComponent(
                 SafeFilename.sidecar(of: url.lastPathComponent, suffix: ".\(UUID().uuidString.prefix(8)).tmp"),

@@ -79,7 +79,7 @@ package final class BackgroundServer: Sendable {
     /// - Parameters:
     ///   - daemon: the daemon the API drives.
     ///   - host: `127.0.0.1`, another 127/8 address, `::1` or `localhost`; nothing else.
-    ///   - port: the TCP port, or 0 for one the kernel picks (see ``webAddress``).
+    ///   - port: the TCP port, or 0 for one the kernel picks (``socketPath`` says which).
     ///   - token: the secret every request must carry.
     ///   - allowedDirectories: as for the socket.
     ///   - saveTo: the folder the page offers for new downloads.
