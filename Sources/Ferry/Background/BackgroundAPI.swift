@@ -101,30 +101,18 @@ package enum BackgroundAPI {
         package init(events: [BackgroundEventRecord]) { self.events = events }
     }
 
-    /// Dates are ISO 8601 with fractional seconds (an `earliestBeginDate` keeps its
-    /// precision); without them is accepted too.
+    /// Dates are RFC 3339 with milliseconds (an `earliestBeginDate` keeps its precision);
+    /// without them is accepted too.
     package static var encoder: JSONEncoder {
         let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .custom { date, encoder in
-            var container = encoder.singleValueContainer()
-            try container.encode(Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(date))
-        }
+        encoder.dateEncodingStrategy = Timestamp.encoding(milliseconds: true)
         encoder.outputFormatting = [.sortedKeys]
         return encoder
     }
 
     package static var decoder: JSONDecoder {
         let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .custom { decoder in
-            let container = try decoder.singleValueContainer()
-            let text = try container.decode(String.self)
-            if let date = try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text) { return date }
-            if let date = try? Date.ISO8601FormatStyle().parse(text) { return date }
-            throw DecodingError.dataCorruptedError(
-                in: container,
-                debugDescription: "'\(text)' is not an ISO 8601 date."
-            )
-        }
+        decoder.dateDecodingStrategy = Timestamp.decoding
         return decoder
     }
 

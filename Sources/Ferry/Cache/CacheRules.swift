@@ -93,7 +93,7 @@ enum CacheRules {
         if directives(cached.response.headers)["no-cache"] != nil { return false }
         // The response's Date, parsed once for both lifetime and age; without one, when it
         // was received.
-        let date = cached.response.headers["Date"].flatMap(HTTPDate.parse) ?? cached.responseTime
+        let date = cached.response.headers["Date"].flatMap { HTTPDate.parse($0) } ?? cached.responseTime
         var lifetime = freshnessLifetime(cached, date: date)
         if let maxAge = requestDirectives["max-age"].flatMap(Int.init) {
             lifetime = min(lifetime, TimeInterval(maxAge))

@@ -100,16 +100,11 @@ enum CookieDate {
         guard let (hour, minute, second) = time, let day, let month, var year else { return nil }
         if (70...99).contains(year) { year += 1900 }
         if (0...69).contains(year) { year += 2000 }
-        guard (1...31).contains(day), year >= 1601, hour <= 23, minute <= 59, second <= 59 else { return nil }
-        // Days from 1970-01-01 (Howard Hinnant's days_from_civil).
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yearOfEra = y - era * 400
-        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        let days = era * 146_097 + dayOfEra - 719_468
-        let seconds = days * 86_400 + hour * 3600 + minute * 60 + second
-        return Date(timeIntervalSince1970: TimeInterval(seconds))
+        guard year >= 1601 else { return nil }
+        // §5.1.1 step 5 fails a day of 32 or an hour of 24; a day past the month's end is
+        // not a date either.
+        return CivilTime(year: year, month: month, day: day, hour: hour, minute: minute, second: second)
+            .flatMap { $0.second <= 59 ? $0.date : nil }
     }
 
     private static func parseTime(_ token: String) -> (Int, Int, Int)? {

@@ -112,7 +112,7 @@ public struct ResumeData: Codable, Sendable, Equatable {
         let decoded: ResumeData
         do {
             let decoder = JSONDecoder()
-            decoder.dateDecodingStrategy = .iso8601
+            decoder.dateDecodingStrategy = Timestamp.decoding
             decoded = try decoder.decode(ResumeData.self, from: data)
         } catch {
             throw FerryError(.invalidResumeData, "The resume data is not Ferry resume data.", underlying: error)
@@ -135,7 +135,7 @@ public struct ResumeData: Codable, Sendable, Equatable {
     public func encoded() -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
-        encoder.dateEncodingStrategy = .iso8601
+        encoder.dateEncodingStrategy = Timestamp.encoding()
         // Encoding plain values cannot fail; an empty object is never produced in practice.
         return (try? encoder.encode(self)) ?? Data("{}".utf8)
     }

@@ -72,7 +72,7 @@ public struct ResumeStore: Sendable, Equatable {
         try FileSystem.createDirectory(directory, mode: 0o700)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
-        encoder.dateEncodingStrategy = .iso8601
+        encoder.dateEncodingStrategy = Timestamp.encoding()
         let data: Data
         do {
             data = try encoder.encode(Entry(key: key, resumeData: resumeData))

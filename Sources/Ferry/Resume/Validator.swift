@@ -39,7 +39,7 @@ public enum Validator: Codable, Sendable, Hashable, CustomStringConvertible {
         }
         if let modified = response.headers["Last-Modified"]?.trimmingWhitespace(),
             let modifiedDate = HTTPDate.parse(modified),
-            let sent = response.headers["Date"].flatMap(HTTPDate.parse),
+            let sent = response.headers["Date"].flatMap({ HTTPDate.parse($0) }),
             sent.timeIntervalSince(modifiedDate) >= 1
         {
             self = .lastModified(modified)
@@ -51,7 +51,7 @@ public enum Validator: Codable, Sendable, Hashable, CustomStringConvertible {
     /// `"…"` without the `W/` prefix (RFC 9110 §8.8.3).
     static func isStrongEntityTag(_ tag: String) -> Bool {
         tag.count >= 2 && tag.hasPrefix("\"") && tag.hasSuffix("\"")
-            && !tag.dropFirst().dropLast().contains("\"")
+            && !tag.dropFirst().dropLast().contains(Character("\""))
     }
 
     /// Whether `response` is the same version this validator names (strong comparison).
@@ -90,34 +90,5 @@ extension Validator {
         case .entityTag(let tag): try container.encode(tag, forKey: .entityTag)
         case .lastModified(let date): try container.encode(date, forKey: .lastModified)
         }
-    }
-}
-
-/// HTTP-date parsing (RFC 9110 §5.6.7): IMF-fixdate, and the obsolete RFC 850 and asctime
-/// forms a recipient must accept.
-enum HTTPDate {
-    private static let formats = [
-        "EEE, dd MMM yyyy HH:mm:ss 'GMT'",
-        "EEEE, dd-MMM-yy HH:mm:ss 'GMT'",
-        "EEE MMM d HH:mm:ss yyyy",
-    ]
-
-    static func parse(_ value: String) -> Date? {
-        for format in formats {
-            let formatter = DateFormatter()
-            formatter.locale = Locale(identifier: "en_US_POSIX")
-            formatter.timeZone = TimeZone(identifier: "GMT")
-            formatter.dateFormat = format
-            if let date = formatter.date(from: value.trimmingWhitespace()) { return date }
-        }
-        return nil
-    }
-
-    static func format(_ date: Date) -> String {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = formats[0]
-        return formatter.string(from: date)
     }
 }
