@@ -28,8 +28,13 @@ enum ProcessRunner {
         return URL(fileURLWithPath: executable).deletingLastPathComponent()
     }
 
-    /// The `ferry` executable built beside the tests.
-    static var ferry: String { productsDirectory.appendingPathComponent("ferry").path }
+    /// The `ferry` executable built beside the tests, or the one `FERRY_EXECUTABLE` names:
+    /// `.ci/run` runs the integration suites again with the installed release build, so
+    /// the binary people get passes the same tests as the one the suite builds.
+    static var ferry: String {
+        ProcessInfo.processInfo.environment["FERRY_EXECUTABLE"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? productsDirectory.appendingPathComponent("ferry").path
+    }
 
     /// Runs `executable` to completion on its own thread, capturing output through files.
     static func run(
