@@ -24,7 +24,9 @@ final class Nginx {
 
     /// Starts nginx serving `root`, with `server` added inside its `server { }` block
     /// (locations, limits, auth) and an access log of method, URI, status and bytes sent.
-    init(serving root: URL, server extra: String = "") async throws {
+    /// `listen` is added to the listen directive (`ssl http2`); a server block may log with
+    /// the `connections` format instead (`$connection $server_protocol $status`).
+    init(serving root: URL, server extra: String = "", listen options: String = "") async throws {
         let binary = try #require(Self.binary, "nginx is not installed (apt-get install nginx-light)")
         prefix = try makeTemporaryDirectory("nginx")
         port = try Self.freePort()
@@ -43,6 +45,7 @@ final class Nginx {
             events { worker_connections 64; }
             http {
                 log_format ferry '$request_method $request_uri $status $body_bytes_sent';
+                log_format connections '$connection $server_protocol $status';
                 access_log \(prefix.path)/access.log ferry;
                 sendfile on;
                 client_body_temp_path \(temp);
@@ -50,7 +53,7 @@ final class Nginx {
                 fastcgi_temp_path \(temp);
                 uwsgi_temp_path \(temp);
                 scgi_temp_path \(temp);
-                server { listen 127.0.0.1:\(port); root \(root.path); \(extra) }
+                server { listen 127.0.0.1:\(port)\(options.isEmpty ? "" : " " + options); root \(root.path); \(extra) }
             }
             """
         let file = prefix.appendingPathComponent("nginx.conf")

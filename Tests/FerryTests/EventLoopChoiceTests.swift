@@ -1,5 +1,6 @@
 import Foundation
 import NIOCore
+import NIOHTTP1
 import Testing
 
 @testable import Ferry
@@ -36,6 +37,32 @@ struct EventLoopChoiceTests {
         for _ in reservations { limiter.release(for: origin) }
         let alone = ObjectIdentifier(session.engine.eventLoop(for: url))
         #expect(ObjectIdentifier(session.engine.eventLoop(for: url)) == alone)
+    }
+}
+
+extension EventLoopChoiceTests {
+    @Test func onlyConcurrentRequestsToAnHTTP2OriginPinTheirConnection() async throws {
+        var configuration = SessionConfiguration.ephemeral
+        configuration.httpMaximumConnectionsPerHost = 4
+        let session = try Session(configuration: configuration)
+        defer { session.invalidateAndCancel() }
+        let engine = session.engine
+        let url = URL(string: "https://example.test/a")!
+        let other = URL(string: "https://other.test/a")!
+        #expect(!engine.pinsConnection(for: url))
+        engine.noteVersion(.http1_1, of: url)
+        engine.noteVersion(.http2, of: other)
+        let origin = Origin(url)
+        let reservations = [
+            engine.limiter.reserve(for: origin, priority: 0.5), engine.limiter.reserve(for: origin, priority: 0.5),
+        ]
+        for reservation in reservations { try await engine.limiter.acquire(reservation) }
+        #expect(!engine.pinsConnection(for: url), "HTTP/1.1 requests are never pinned (the pool would overflow)")
+        engine.noteVersion(.http2, of: URL(string: "https://EXAMPLE.test/b")!)
+        #expect(engine.pinsConnection(for: url), "concurrent requests to an HTTP/2 origin get a connection per loop")
+        for _ in reservations { engine.limiter.release(for: origin) }
+        #expect(!engine.pinsConnection(for: url), "a request alone keeps the origin's own loop, unpinned")
+        #expect(!engine.pinsConnection(for: other), "the other origin has no concurrent requests")
     }
 }
 

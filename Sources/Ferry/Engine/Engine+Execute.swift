@@ -67,7 +67,8 @@ extension Engine {
                     tlsConfiguration: route.bridged ? nil : tls.override(for: request.url)
                 ),
                 on: client,
-                eventLoop: eventLoop
+                eventLoop: eventLoop,
+                pinned: pinsConnection(for: route.url)
             )
             let head: HTTPResponseHead
             do {
@@ -76,6 +77,7 @@ extension Engine {
                 stream.abandon()
                 throw error
             }
+            noteVersion(head.version, of: route.url)
             return Exchange(
                 head: head,
                 body: ResponseBody(stream),

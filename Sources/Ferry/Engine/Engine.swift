@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import Logging
 import NIOCore
+import NIOHTTP1
 import NIOPosix
 import Synchronization
 
@@ -40,6 +41,8 @@ final class Engine: Sendable {
     private let eventLoops: [any EventLoop] = Array(MultiThreadedEventLoopGroup.singleton.makeIterator())
     /// Whose turn it is among ``eventLoops`` for concurrent requests to one origin.
     private let loopTurn = Atomic<Int>(0)
+    /// Origins that answered over HTTP/2, for ``pinsConnection(for:)``.
+    private let multiplexedOrigins = Mutex<Set<Origin>>([])
 
     /// - Throws: when the TLS bridge the options need cannot be set up.
     convenience init(configuration: SessionConfiguration, tls: ResolvedTLS) throws(FerryError) {
@@ -167,6 +170,30 @@ final class Engine: Sendable {
         guard limiter.running(for: origin) > 1 else { return eventLoops[own] }
         let turn = Int(UInt(bitPattern: loopTurn.wrappingAdd(1, ordering: .relaxed).oldValue) % UInt(eventLoops.count))
         return eventLoops[(own + turn) % eventLoops.count]
+    }
+
+    /// Whether a request to `url` asks the pool for a connection on its own event loop
+    /// (`.delegateAndChannel`) rather than only preferring one: for concurrent requests to an
+    /// origin that has answered over HTTP/2.
+    ///
+    /// AsyncHTTPClient multiplexes an origin's HTTP/2 requests over one connection, whose
+    /// event loop then does the TLS, framing and stream pipelines of all of them (1,000 files
+    /// of 64 KiB, six at a time: that one thread saturated, the other idle), and hops every
+    /// callback of the requests whose delegate lives on the other loop. Pinned, the pool
+    /// opens one connection per loop and each request stays on its own. HTTP/1 requests are
+    /// never pinned: the pool would open connections beyond the per-host limit for them.
+    func pinsConnection(for url: URL) -> Bool {
+        let origin = Origin(url)
+        return limiter.running(for: origin) > 1 && multiplexedOrigins.withLock { $0.contains(origin) }
+    }
+
+    /// Records the protocol `url`'s origin answered with (see ``pinsConnection(for:)``).
+    func noteVersion(_ version: HTTPVersion, of url: URL) {
+        guard version.major >= 2 else { return }
+        let origin = Origin(url)
+        if !multiplexedOrigins.withLock({ $0.contains(origin) }) {
+            multiplexedOrigins.withLock { _ = $0.insert(origin) }
+        }
     }
 
     /// The client for a request to `url`: through the session's proxy unless it bypasses it;

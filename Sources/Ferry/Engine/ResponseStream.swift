@@ -77,11 +77,13 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
     }
 
     /// Sends `request` (whose body, if any, is fed by ``pump``).
-    /// Starts `request` on `client`, its delegate called on `eventLoop` (where the pool
-    /// also prefers to find or open the connection).
-    func start(_ request: HTTPClient.Request, on client: HTTPClient, eventLoop: any EventLoop) {
+    /// Starts `request` on `client`, its delegate called on `eventLoop`, where the pool also
+    /// prefers to find or open the connection, or must when `pinned`.
+    func start(_ request: HTTPClient.Request, on client: HTTPClient, eventLoop: any EventLoop, pinned: Bool = false) {
         state.withLock { $0.sendsBody = request.body != nil }
-        let task = client.execute(request: request, delegate: self, eventLoop: .delegate(on: eventLoop), deadline: nil)
+        let preference: HTTPClient.EventLoopPreference =
+            pinned ? .delegateAndChannel(on: eventLoop) : .delegate(on: eventLoop)
+        let task = client.execute(request: request, delegate: self, eventLoop: preference, deadline: nil)
         let cancel = state.withLock { state -> Bool in
             state.task = task
             return state.abandoned && state.end == nil
