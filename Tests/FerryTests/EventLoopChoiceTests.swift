@@ -66,6 +66,29 @@ extension EventLoopChoiceTests {
     }
 }
 
+extension EventLoopChoiceTests {
+    @Test func concurrentTransfersToAnOriginShareTheReadAhead() async throws {
+        var configuration = SessionConfiguration.ephemeral
+        configuration.httpMaximumConnectionsPerHost = 8
+        let session = try Session(configuration: configuration)
+        defer { session.invalidateAndCancel() }
+        let engine = session.engine
+        let url = URL(string: "http://example.test/a")!
+        #expect(engine.readAhead(for: url) == ResponseStream.readAhead)
+        let origin = Origin(url)
+        var reservations: [HostLimiter.Reservation] = []
+        for count in 1...8 {
+            let reservation = engine.limiter.reserve(for: origin, priority: 0.5)
+            try await engine.limiter.acquire(reservation)
+            reservations.append(reservation)
+            #expect(engine.readAhead(for: url) == ResponseStream.readAhead / count)
+        }
+        #expect(engine.readAhead(for: URL(string: "http://other.test/")!) == ResponseStream.readAhead)
+        for _ in reservations { engine.limiter.release(for: origin) }
+        #expect(engine.readAhead(for: url) == ResponseStream.readAhead)
+    }
+}
+
 /// The loops of the group every engine uses.
 enum MultiThreadedEventLoopGroupProbe {
     static var loops: [any EventLoop] { Array(NIOSingletons.posixEventLoopGroup.makeIterator()) }

@@ -49,7 +49,7 @@ extension Engine {
         if let trace { headers.replaceOrAdd(name: BridgeRelay.traceField, value: trace) }
         do {
             let client = client(for: request.url, decompressing: request.decompressing, bridged: route.bridged)
-            let stream = ResponseStream(onActivity: onActivity)
+            let stream = ResponseStream(readAhead: readAhead(for: request.url), onActivity: onActivity)
             let eventLoop = eventLoop(for: route.url)
             var body: HTTPClient.Body?
             if let chunks = request.body {

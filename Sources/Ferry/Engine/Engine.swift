@@ -172,6 +172,15 @@ final class Engine: Sendable {
         return eventLoops[(own + turn) % eventLoops.count]
     }
 
+    /// How far a response from `url`'s origin is read ahead: ``ResponseStream/readAhead``
+    /// shared by the origin's running transfers (segments and many files at once need no
+    /// more buffer in all than one download alone: the connections are the limit, not the
+    /// disk), never under ``ResponseStream/minimumReadAhead``. Eight segments held up to
+    /// 8 MiB; now 2 MiB.
+    func readAhead(for url: URL) -> Int {
+        ResponseStream.readAhead / max(1, limiter.running(for: Origin(url)))
+    }
+
     /// Whether a request to `url` asks the pool for a connection on its own event loop
     /// (`.delegateAndChannel`) rather than only preferring one: for concurrent requests to an
     /// origin that has answered over HTTP/2.

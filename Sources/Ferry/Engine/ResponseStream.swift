@@ -27,8 +27,13 @@ import Synchronization
 final class ResponseStream: HTTPClientResponseDelegate, Sendable {
     typealias Response = Void
 
-    /// Bytes the event loop reads ahead before it stops reading.
+    /// Bytes the event loop reads ahead before it stops reading, for a transfer alone on its
+    /// origin; concurrent ones share it (see ``Engine/readAhead(for:)``), down to
+    /// ``minimumReadAhead`` each.
     static let readAhead = 1 << 20
+    /// The least a stream reads ahead: twice ``wakeBytes``, so the loop reads on while the
+    /// task writes what woke it.
+    static let minimumReadAhead = 2 * wakeBytes
     /// Bytes buffered before a waiting task is woken.
     static let wakeBytes = 128 << 10
     /// How long fewer than ``wakeBytes`` wait before a waiting task is woken anyway.
@@ -72,7 +77,11 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
     /// Feeds the request's body, if it has one.
     let pump = RequestBodyPump()
 
-    init(onActivity: @escaping @Sendable () -> Void) {
+    /// This stream's read-ahead (``readAhead`` or a share of it).
+    private let readAheadBytes: Int
+
+    init(readAhead: Int = ResponseStream.readAhead, onActivity: @escaping @Sendable () -> Void) {
+        self.readAheadBytes = max(Self.minimumReadAhead, readAhead)
         self.onActivity = onActivity
     }
 
@@ -219,7 +228,7 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
                     state.wakeTimer = eventLoop.scheduleTask(in: Self.wakeDelay) { self.wakeWaiter() }
                 }
             }
-            guard state.bufferedBytes >= Self.readAhead else { return (nil, nil) }
+            guard state.bufferedBytes >= readAheadBytes else { return (nil, nil) }
             let promise = state.demand ?? eventLoop.makePromise(of: Void.self)
             state.demand = promise
             return (nil, promise.futureResult)
