@@ -89,6 +89,18 @@ extension EventLoopChoiceTests {
     }
 }
 
+extension EventLoopChoiceTests {
+    /// No tracer was bootstrapped in this process: AsyncHTTPClient gets none, so it starts no
+    /// span per request.
+    @Test func withoutABootstrappedTracerTheClientsTraceNothing() throws {
+        let session = try Session(configuration: .ephemeral)
+        defer { session.invalidateAndCancel() }
+        let url = URL(string: "http://example.test/")!
+        #expect(session.engine.client(for: url, decompressing: false).tracer == nil)
+        #expect(session.engine.client(for: url, decompressing: true).tracer == nil)
+    }
+}
+
 /// The loops of the group every engine uses.
 enum MultiThreadedEventLoopGroupProbe {
     static var loops: [any EventLoop] { Array(NIOSingletons.posixEventLoopGroup.makeIterator()) }
