@@ -5,10 +5,27 @@ import Testing
 
 @testable import Ferry
 
-@Suite("Engine.eventLoop(for:): one loop per origin, turns while several run")
+/// The engine's per-request choices that depend on what else runs to the same origin: the
+/// event loop, whether the connection is pinned to it, the read-ahead; and its clients'
+/// tracing.
+@Suite("Engine choices: one loop per origin, turns, HTTP/2 pinning, shared read-ahead")
 struct EventLoopChoiceTests {
+    /// A session allowing `connections` per host.
+    private func session(connections: Int = 6) throws -> Session {
+        var configuration = SessionConfiguration.ephemeral
+        configuration.httpMaximumConnectionsPerHost = connections
+        return try Session(configuration: configuration)
+    }
+
+    /// Takes one of `origin`'s slots, as a running transfer does.
+    private func hold(_ origin: Origin, in engine: Engine) async throws -> HostLimiter.Reservation {
+        let reservation = engine.limiter.reserve(for: origin, priority: 0.5)
+        try await engine.limiter.acquire(reservation)
+        return reservation
+    }
+
     @Test func anOriginsOnlyRequestAlwaysGetsItsOwnLoop() throws {
-        let session = try Session(configuration: .ephemeral)
+        let session = try session()
         defer { session.invalidateAndCancel() }
         let url = URL(string: "http://example.test:8080/a")!
         let first = session.engine.eventLoop(for: url)
@@ -19,32 +36,23 @@ struct EventLoopChoiceTests {
     }
 
     @Test func concurrentRequestsToOneOriginTakeTurns() async throws {
-        var configuration = SessionConfiguration.ephemeral
-        configuration.httpMaximumConnectionsPerHost = 4
-        let session = try Session(configuration: configuration)
+        let session = try session(connections: 4)
         defer { session.invalidateAndCancel() }
+        let engine = session.engine
         let url = URL(string: "http://example.test/")!
         let origin = Origin(url)
-        let limiter = session.engine.limiter
         let loopCount = Array(MultiThreadedEventLoopGroupProbe.loops).count
         // Two transfers hold slots: requests now alternate over the group's loops.
-        let reservations = [
-            limiter.reserve(for: origin, priority: 0.5), limiter.reserve(for: origin, priority: 0.5),
-        ]
-        for reservation in reservations { try await limiter.acquire(reservation) }
-        let chosen = (0..<(2 * loopCount)).map { _ in ObjectIdentifier(session.engine.eventLoop(for: url)) }
+        let reservations = [try await hold(origin, in: engine), try await hold(origin, in: engine)]
+        let chosen = (0..<(2 * loopCount)).map { _ in ObjectIdentifier(engine.eventLoop(for: url)) }
         #expect(Set(chosen).count == loopCount)
-        for _ in reservations { limiter.release(for: origin) }
-        let alone = ObjectIdentifier(session.engine.eventLoop(for: url))
-        #expect(ObjectIdentifier(session.engine.eventLoop(for: url)) == alone)
+        for _ in reservations { engine.limiter.release(for: origin) }
+        let alone = ObjectIdentifier(engine.eventLoop(for: url))
+        #expect(ObjectIdentifier(engine.eventLoop(for: url)) == alone)
     }
-}
 
-extension EventLoopChoiceTests {
     @Test func onlyConcurrentRequestsToAnHTTP2OriginPinTheirConnection() async throws {
-        var configuration = SessionConfiguration.ephemeral
-        configuration.httpMaximumConnectionsPerHost = 4
-        let session = try Session(configuration: configuration)
+        let session = try session(connections: 4)
         defer { session.invalidateAndCancel() }
         let engine = session.engine
         let url = URL(string: "https://example.test/a")!
@@ -53,10 +61,7 @@ extension EventLoopChoiceTests {
         engine.noteVersion(.http1_1, of: url)
         engine.noteVersion(.http2, of: other)
         let origin = Origin(url)
-        let reservations = [
-            engine.limiter.reserve(for: origin, priority: 0.5), engine.limiter.reserve(for: origin, priority: 0.5),
-        ]
-        for reservation in reservations { try await engine.limiter.acquire(reservation) }
+        let reservations = [try await hold(origin, in: engine), try await hold(origin, in: engine)]
         #expect(!engine.pinsConnection(for: url), "HTTP/1.1 requests are never pinned (the pool would overflow)")
         engine.noteVersion(.http2, of: URL(string: "https://EXAMPLE.test/b")!)
         #expect(engine.pinsConnection(for: url), "concurrent requests to an HTTP/2 origin get a connection per loop")
@@ -64,13 +69,9 @@ extension EventLoopChoiceTests {
         #expect(!engine.pinsConnection(for: url), "a request alone keeps the origin's own loop, unpinned")
         #expect(!engine.pinsConnection(for: other), "the other origin has no concurrent requests")
     }
-}
 
-extension EventLoopChoiceTests {
     @Test func concurrentTransfersToAnOriginShareTheReadAhead() async throws {
-        var configuration = SessionConfiguration.ephemeral
-        configuration.httpMaximumConnectionsPerHost = 8
-        let session = try Session(configuration: configuration)
+        let session = try session(connections: 8)
         defer { session.invalidateAndCancel() }
         let engine = session.engine
         let url = URL(string: "http://example.test/a")!
@@ -78,22 +79,18 @@ extension EventLoopChoiceTests {
         let origin = Origin(url)
         var reservations: [HostLimiter.Reservation] = []
         for count in 1...8 {
-            let reservation = engine.limiter.reserve(for: origin, priority: 0.5)
-            try await engine.limiter.acquire(reservation)
-            reservations.append(reservation)
+            reservations.append(try await hold(origin, in: engine))
             #expect(engine.readAhead(for: url) == ResponseStream.readAhead / count)
         }
         #expect(engine.readAhead(for: URL(string: "http://other.test/")!) == ResponseStream.readAhead)
         for _ in reservations { engine.limiter.release(for: origin) }
         #expect(engine.readAhead(for: url) == ResponseStream.readAhead)
     }
-}
 
-extension EventLoopChoiceTests {
     /// No tracer was bootstrapped in this process: AsyncHTTPClient gets none, so it starts no
     /// span per request.
     @Test func withoutABootstrappedTracerTheClientsTraceNothing() throws {
-        let session = try Session(configuration: .ephemeral)
+        let session = try session()
         defer { session.invalidateAndCancel() }
         let url = URL(string: "http://example.test/")!
         #expect(session.engine.client(for: url, decompressing: false).tracer == nil)
