@@ -68,6 +68,11 @@ struct EventLoopChoiceTests {
         for _ in reservations { engine.limiter.release(for: origin) }
         #expect(!engine.pinsConnection(for: url), "a request alone keeps the origin's own loop, unpinned")
         #expect(!engine.pinsConnection(for: other), "the other origin has no concurrent requests")
+        let again = [try await hold(origin, in: engine), try await hold(origin, in: engine)]
+        #expect(engine.pinsConnection(for: url))
+        engine.noteVersion(.http1_1, of: url)
+        #expect(!engine.pinsConnection(for: url), "an origin that answers over HTTP/1 again is not pinned")
+        for _ in again { engine.limiter.release(for: origin) }
     }
 
     @Test func concurrentTransfersToAnOriginShareTheReadAhead() async throws {

@@ -201,12 +201,12 @@ final class Engine: Sendable {
         return limiter.running(for: origin) > 1 && multiplexedOrigins.withLock { $0.contains(origin) }
     }
 
-    /// Records the protocol `url`'s origin answered with (see ``pinsConnection(for:)``).
+    /// Records the protocol `url`'s origin answered with (see ``pinsConnection(for:)``): an
+    /// origin that answers over HTTP/1 again is no longer pinned.
     func noteVersion(_ version: HTTPVersion, of url: URL) {
-        guard version.major >= 2 else { return }
         let origin = Origin(url)
-        if !multiplexedOrigins.withLock({ $0.contains(origin) }) {
-            multiplexedOrigins.withLock { _ = $0.insert(origin) }
+        multiplexedOrigins.withLock { origins in
+            if version.major >= 2 { _ = origins.insert(origin) } else { _ = origins.remove(origin) }
         }
     }
 

@@ -85,9 +85,9 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
         self.onActivity = onActivity
     }
 
-    /// Sends `request` (whose body, if any, is fed by ``pump``).
-    /// Starts `request` on `client`, its delegate called on `eventLoop`, where the pool also
-    /// prefers to find or open the connection, or must when `pinned`.
+    /// Starts `request` on `client` (its body, if any, fed by ``pump``), the delegate called
+    /// on `eventLoop`, where the pool also prefers to find or open the connection, or must
+    /// when `pinned`.
     func start(_ request: HTTPClient.Request, on client: HTTPClient, eventLoop: any EventLoop, pinned: Bool = false) {
         state.withLock { $0.sendsBody = request.body != nil }
         let preference: HTTPClient.EventLoopPreference =
