@@ -28,9 +28,9 @@ struct EventLoopChoiceTests {
         let session = try session()
         defer { session.invalidateAndCancel() }
         let url = URL(string: "http://example.test:8080/a")!
-        let first = session.engine.eventLoop(for: url)
+        let first = session.engine.eventLoop(for: Origin(url))
         for path in ["/b", "/c?d", "/"] {
-            let next = session.engine.eventLoop(for: URL(string: "http://EXAMPLE.test:8080\(path)")!)
+            let next = session.engine.eventLoop(for: Origin(URL(string: "http://EXAMPLE.test:8080\(path)")!))
             #expect(next === first, "sequential requests to one origin must share a loop (no hop)")
         }
     }
@@ -44,11 +44,11 @@ struct EventLoopChoiceTests {
         let loopCount = Array(MultiThreadedEventLoopGroupProbe.loops).count
         // Two transfers hold slots: requests now alternate over the group's loops.
         let reservations = [try await hold(origin, in: engine), try await hold(origin, in: engine)]
-        let chosen = (0..<(2 * loopCount)).map { _ in ObjectIdentifier(engine.eventLoop(for: url)) }
+        let chosen = (0..<(2 * loopCount)).map { _ in ObjectIdentifier(engine.eventLoop(for: Origin(url))) }
         #expect(Set(chosen).count == loopCount)
         for _ in reservations { engine.limiter.release(for: origin) }
-        let alone = ObjectIdentifier(engine.eventLoop(for: url))
-        #expect(ObjectIdentifier(engine.eventLoop(for: url)) == alone)
+        let alone = ObjectIdentifier(engine.eventLoop(for: Origin(url)))
+        #expect(ObjectIdentifier(engine.eventLoop(for: Origin(url))) == alone)
     }
 
     @Test func onlyConcurrentRequestsToAnHTTP2OriginPinTheirConnection() async throws {
@@ -57,21 +57,27 @@ struct EventLoopChoiceTests {
         let engine = session.engine
         let url = URL(string: "https://example.test/a")!
         let other = URL(string: "https://other.test/a")!
-        #expect(!engine.pinsConnection(for: url))
-        engine.noteVersion(.http1_1, of: url)
-        engine.noteVersion(.http2, of: other)
+        #expect(!engine.pinsConnection(for: Origin(url)))
+        engine.noteVersion(.http1_1, of: Origin(url))
+        engine.noteVersion(.http2, of: Origin(other))
         let origin = Origin(url)
         let reservations = [try await hold(origin, in: engine), try await hold(origin, in: engine)]
-        #expect(!engine.pinsConnection(for: url), "HTTP/1.1 requests are never pinned (the pool would overflow)")
-        engine.noteVersion(.http2, of: URL(string: "https://EXAMPLE.test/b")!)
-        #expect(engine.pinsConnection(for: url), "concurrent requests to an HTTP/2 origin get a connection per loop")
+        #expect(
+            !engine.pinsConnection(for: Origin(url)),
+            "HTTP/1.1 requests are never pinned (the pool would overflow)"
+        )
+        engine.noteVersion(.http2, of: Origin(URL(string: "https://EXAMPLE.test/b")!))
+        #expect(
+            engine.pinsConnection(for: Origin(url)),
+            "concurrent requests to an HTTP/2 origin get a connection per loop"
+        )
         for _ in reservations { engine.limiter.release(for: origin) }
-        #expect(!engine.pinsConnection(for: url), "a request alone keeps the origin's own loop, unpinned")
-        #expect(!engine.pinsConnection(for: other), "the other origin has no concurrent requests")
+        #expect(!engine.pinsConnection(for: Origin(url)), "a request alone keeps the origin's own loop, unpinned")
+        #expect(!engine.pinsConnection(for: Origin(other)), "the other origin has no concurrent requests")
         let again = [try await hold(origin, in: engine), try await hold(origin, in: engine)]
-        #expect(engine.pinsConnection(for: url))
-        engine.noteVersion(.http1_1, of: url)
-        #expect(!engine.pinsConnection(for: url), "an origin that answers over HTTP/1 again is not pinned")
+        #expect(engine.pinsConnection(for: Origin(url)))
+        engine.noteVersion(.http1_1, of: Origin(url))
+        #expect(!engine.pinsConnection(for: Origin(url)), "an origin that answers over HTTP/1 again is not pinned")
         for _ in again { engine.limiter.release(for: origin) }
     }
 
@@ -80,16 +86,16 @@ struct EventLoopChoiceTests {
         defer { session.invalidateAndCancel() }
         let engine = session.engine
         let url = URL(string: "http://example.test/a")!
-        #expect(engine.readAhead(for: url) == ResponseStream.readAhead)
+        #expect(engine.readAhead(for: Origin(url)) == ResponseStream.readAhead)
         let origin = Origin(url)
         var reservations: [HostLimiter.Reservation] = []
         for count in 1...8 {
             reservations.append(try await hold(origin, in: engine))
-            #expect(engine.readAhead(for: url) == ResponseStream.readAhead / count)
+            #expect(engine.readAhead(for: Origin(url)) == ResponseStream.readAhead / count)
         }
-        #expect(engine.readAhead(for: URL(string: "http://other.test/")!) == ResponseStream.readAhead)
+        #expect(engine.readAhead(for: Origin(URL(string: "http://other.test/")!)) == ResponseStream.readAhead)
         for _ in reservations { engine.limiter.release(for: origin) }
-        #expect(engine.readAhead(for: url) == ResponseStream.readAhead)
+        #expect(engine.readAhead(for: Origin(url)) == ResponseStream.readAhead)
     }
 
     /// No tracer was bootstrapped in this process: AsyncHTTPClient gets none, so it starts no

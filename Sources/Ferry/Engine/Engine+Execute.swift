@@ -47,10 +47,14 @@ extension Engine {
         // A bridged request names itself, so the bridge can say which connection it took.
         let trace = route.bridged ? bridge?.makeTrace() : nil
         if let trace { headers.replaceOrAdd(name: BridgeRelay.traceField, value: trace) }
+        // One origin for the limiter's counts; the loop and the pool's connection follow the
+        // route (a bridged request's connection is to the bridge's socket).
+        let origin = Origin(request.url)
+        let routeOrigin = route.bridged ? Origin(route.url) : origin
         do {
             let client = client(for: request.url, decompressing: request.decompressing, bridged: route.bridged)
-            let stream = ResponseStream(readAhead: readAhead(for: request.url), onActivity: onActivity)
-            let eventLoop = eventLoop(for: route.url)
+            let stream = ResponseStream(readAhead: readAhead(for: origin), onActivity: onActivity)
+            let eventLoop = eventLoop(for: routeOrigin)
             var body: HTTPClient.Body?
             if let chunks = request.body {
                 let pump = stream.pump
@@ -68,7 +72,7 @@ extension Engine {
                 ),
                 on: client,
                 eventLoop: eventLoop,
-                pinned: pinsConnection(for: route.url)
+                pinned: pinsConnection(for: routeOrigin)
             )
             let head: HTTPResponseHead
             do {
@@ -77,7 +81,7 @@ extension Engine {
                 stream.abandon()
                 throw error
             }
-            noteVersion(head.version, of: route.url)
+            noteVersion(head.version, of: routeOrigin)
             return Exchange(
                 head: head,
                 body: ResponseBody(stream),
@@ -86,7 +90,7 @@ extension Engine {
             )
         } catch {
             // A connection the TLS bridge refused reaches the client as a closed one.
-            if route.bridged, let failure = bridge?.failure(for: Origin(request.url)) { throw failure }
+            if route.bridged, let failure = bridge?.failure(for: origin) { throw failure }
             throw error
         }
     }

@@ -158,7 +158,7 @@ final class Engine: Sendable {
         return (routed, host, true)
     }
 
-    /// The event loop a request to `url` runs its delegate on, and where the pool prefers
+    /// The event loop a request to `origin` runs its delegate on, and where the pool prefers
     /// its connection: the origin's own loop while the request is the origin's only one,
     /// the next loop in turn while others to that origin run.
     ///
@@ -169,24 +169,23 @@ final class Engine: Sendable {
     /// Ferry's extra time per small GET in perf. The origin's own loop keeps a request, its
     /// connection and its callbacks on one thread; taking turns keeps concurrent transfers
     /// to one host (many files, segments) spread over the group as before.
-    func eventLoop(for url: URL) -> any EventLoop {
-        let origin = Origin(url)
+    func eventLoop(for origin: Origin) -> any EventLoop {
         let own = Int(UInt(bitPattern: origin.hashValue) % UInt(eventLoops.count))
         guard limiter.running(for: origin) > 1 else { return eventLoops[own] }
         let turn = Int(UInt(bitPattern: loopTurn.wrappingAdd(1, ordering: .relaxed).oldValue) % UInt(eventLoops.count))
         return eventLoops[(own + turn) % eventLoops.count]
     }
 
-    /// How far a response from `url`'s origin is read ahead: ``ResponseStream/readAhead``
+    /// How far a response from `origin` is read ahead: ``ResponseStream/readAhead``
     /// shared by the origin's running transfers (segments and many files at once need no
     /// more buffer in all than one download alone: the connections are the limit, not the
     /// disk), never under ``ResponseStream/minimumReadAhead``. Eight segments held up to
     /// 8 MiB; now 2 MiB.
-    func readAhead(for url: URL) -> Int {
-        ResponseStream.readAhead / max(1, limiter.running(for: Origin(url)))
+    func readAhead(for origin: Origin) -> Int {
+        ResponseStream.readAhead / max(1, limiter.running(for: origin))
     }
 
-    /// Whether a request to `url` asks the pool for a connection on its own event loop
+    /// Whether a request to `origin` asks the pool for a connection on its own event loop
     /// (`.delegateAndChannel`) rather than only preferring one: for concurrent requests to an
     /// origin that has answered over HTTP/2.
     ///
@@ -196,15 +195,13 @@ final class Engine: Sendable {
     /// callback of the requests whose delegate lives on the other loop. Pinned, the pool
     /// opens one connection per loop and each request stays on its own. HTTP/1 requests are
     /// never pinned: the pool would open connections beyond the per-host limit for them.
-    func pinsConnection(for url: URL) -> Bool {
-        let origin = Origin(url)
-        return limiter.running(for: origin) > 1 && multiplexedOrigins.withLock { $0.contains(origin) }
+    func pinsConnection(for origin: Origin) -> Bool {
+        limiter.running(for: origin) > 1 && multiplexedOrigins.withLock { $0.contains(origin) }
     }
 
-    /// Records the protocol `url`'s origin answered with (see ``pinsConnection(for:)``): an
+    /// Records the protocol `origin` answered with (see ``pinsConnection(for:)``): an
     /// origin that answers over HTTP/1 again is no longer pinned.
-    func noteVersion(_ version: HTTPVersion, of url: URL) {
-        let origin = Origin(url)
+    func noteVersion(_ version: HTTPVersion, of origin: Origin) {
         multiplexedOrigins.withLock { origins in
             if version.major >= 2 { _ = origins.insert(origin) } else { _ = origins.remove(origin) }
         }
