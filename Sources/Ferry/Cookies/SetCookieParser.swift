@@ -85,13 +85,14 @@ enum CookieDate {
         var day: Int?
         var month: Int?
         var year: Int?
-        let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
         for token in tokens {
             if time == nil, let parsed = parseTime(token) {
                 time = parsed
             } else if day == nil, let value = leadingDigits(token, 1...2) {
                 day = value
-            } else if month == nil, let index = months.firstIndex(of: String(token.prefix(3)).lowercased()) {
+            } else if month == nil,
+                let index = CivilTime.monthAbbreviations.firstIndex(of: String(token.prefix(3)).lowercased())
+            {
                 month = index + 1
             } else if year == nil, let value = leadingDigits(token, 2...4) {
                 year = value

@@ -44,6 +44,12 @@ struct CivilTime: Equatable, Sendable {
         (hour, minute, second) = (ofDay / 3600, ofDay % 3600 / 60, ofDay % 60)
     }
 
+    /// The months' English abbreviations, lowercased, January first: the names HTTP and
+    /// cookie dates use.
+    static let monthAbbreviations = [
+        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+    ]
+
     /// Days since 1970-01-01.
     var daysSinceEpoch: Int {
         let y = month <= 2 ? year - 1 : year

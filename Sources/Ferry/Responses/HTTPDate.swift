@@ -16,9 +16,6 @@ import Foundation
 enum HTTPDate {
     private static let dayNames = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
     private static let longDayNames = ["sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"]
-    private static let monthNames = [
-        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
-    ]
 
     /// The instant `value` names, or `nil` when it is not an HTTP-date.
     /// - Parameters:
@@ -51,7 +48,7 @@ enum HTTPDate {
     static func format(_ date: Date) -> String {
         let time = CivilTime(date)
         let day = dayNames[time.weekday].capitalized
-        let month = monthNames[time.month - 1].capitalized
+        let month = CivilTime.monthAbbreviations[time.month - 1].capitalized
         let clock = [time.hour, time.minute, time.second].map { CivilTime.padded($0, 2) }.joined(separator: ":")
         return "\(day), \(CivilTime.padded(time.day, 2)) \(month) \(CivilTime.padded(time.year, 4)) \(clock) GMT"
     }
@@ -59,7 +56,7 @@ enum HTTPDate {
     private static func civil(day: Substring, month: Substring, year: Int?, time: Substring) -> Date? {
         let clock = time.split(separator: ":", omittingEmptySubsequences: false)
         guard (1...2).contains(day.count), let day = number(day), let year,
-            let month = monthNames.firstIndex(of: month.lowercased()),
+            let month = CivilTime.monthAbbreviations.firstIndex(of: month.lowercased()),
             clock.count == 3, clock.allSatisfy({ $0.count == 2 }),
             let hour = number(clock[0]), let minute = number(clock[1]), let second = number(clock[2])
         else { return nil }
