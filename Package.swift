@@ -7,6 +7,14 @@ let strictSwift6: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
+/// The libcurl functions FoundationNetworking calls, which FerryLazyLibcurl defines.
+let lazyLibcurlFunctions = [
+    "global_init", "easy_init", "easy_cleanup", "easy_setopt", "easy_getinfo", "easy_pause", "easy_strerror",
+    "free", "multi_init", "multi_add_handle", "multi_assign", "multi_cleanup", "multi_info_read",
+    "multi_remove_handle", "multi_setopt", "multi_socket_action", "slist_append", "slist_free_all", "url",
+    "url_get", "url_set", "version", "version_info",
+].map { "curl_" + $0 }
+
 let package = Package(
     name: "Ferry",
     platforms: [.macOS(.v15), .iOS(.v18)],
@@ -54,6 +62,9 @@ let package = Package(
             ],
             swiftSettings: strictSwift6
         ),
+        // libcurl loaded on first use: Ferry's programs use URLRequest but never URLSession, so
+        // linked "as needed" (scripts/build-release) they do not load libcurl at all.
+        .target(name: "FerryLazyLibcurl", linkerSettings: [.linkedLibrary("dl")]),
         // Accepting connections for the servers of the package (the daemon, the test server).
         .target(
             name: "FerryServerSupport",
@@ -103,6 +114,7 @@ let package = Package(
             dependencies: [
                 "Ferry",
                 "FerryBackground",
+                "FerryLazyLibcurl",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -133,7 +145,7 @@ let package = Package(
         // In-process clients for Benchmarks/run: Ferry and the peers it is measured against.
         .executableTarget(
             name: "bench-ferry",
-            dependencies: ["Ferry", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["Ferry", "FerryLazyLibcurl", .product(name: "Crypto", package: "swift-crypto")],
             path: "Benchmarks/Sources/bench-ferry",
             swiftSettings: strictSwift6
         ),
@@ -160,12 +172,21 @@ let package = Package(
         .testTarget(
             name: "FerryIntegrationTests",
             dependencies: [
-                "Ferry", "FerryBackground", "FerryTestServer",
+                "Ferry", "FerryBackground", "FerryTestServer", "FerryLazyLibcurl",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             // Support/form_echo.py: a Werkzeug form echo the upload tests start.
             exclude: ["Support"],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSwift6,
+            // FerryLazyLibcurl's functions, exported so that they stand in for libcurl's in the
+            // shared FoundationNetworking of a debug build: LazyLibcurlTests runs URLSession
+            // through them.
+            linkerSettings: [
+                .unsafeFlags(
+                    lazyLibcurlFunctions.flatMap { ["-Xlinker", "--export-dynamic-symbol=\($0)"] },
+                    .when(platforms: [.linux])
+                )
+            ]
         ),
     ]
 )
