@@ -158,11 +158,16 @@ package final class PartialFile {
     /// Flushes and closes the file.
     func finish() throws {
         guard descriptor >= 0 else { return }
-        defer {
-            close(descriptor)
-            descriptor = -1
-        }
+        defer { closeFlushed() }
         try flush()
+    }
+
+    /// Closes a file that was flushed after its last write, without flushing it again: on
+    /// ext4 an `fsync` of an unchanged file still asks the disk to empty its cache.
+    func closeFlushed() {
+        guard descriptor >= 0 else { return }
+        close(descriptor)
+        descriptor = -1
     }
 
     /// Closes and deletes the file (and its resume metadata), by name in its directory, and

@@ -204,9 +204,10 @@ extension Transfer {
         // refuse them, and a refused body is not worth keeping.
         var delivered = file
         do {
+            // Flushed above (or, decoded, as it was written); verifying only reads it.
             delivered = try decodeIfAsked(file, head: head)
             if let checksum { try checksum.verify(delivered) }
-            try delivered.finish()
+            delivered.closeFlushed()
         } catch {
             file.discard()
             delivered.discard()
