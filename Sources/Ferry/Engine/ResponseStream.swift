@@ -30,7 +30,7 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
     /// Bytes the event loop reads ahead before it stops reading, for a transfer alone on its
     /// origin; concurrent ones share it (see ``Engine/readAhead(for:)``), down to
     /// ``minimumReadAhead`` each.
-    static let readAhead = 1 << 20
+    static let readAhead = 512 << 10
     /// The least a stream reads ahead: twice ``wakeBytes``, so the loop reads on while the
     /// task writes what woke it.
     static let minimumReadAhead = 2 * wakeBytes
