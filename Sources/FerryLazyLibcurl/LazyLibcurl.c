@@ -134,29 +134,19 @@ int curl_url_set(void *url, int part, const char *value, unsigned int flags) {
 char *curl_version(void) { return functions()->version(); }
 void *curl_version_info(int age) { return functions()->version_info(age); }
 
-int curl_easy_setopt(void *handle, int option, ...) {
-    va_list arguments;
-    va_start(arguments, option);
-    void *value = va_arg(arguments, void *);
-    va_end(arguments);
-    return functions()->easy_setopt(handle, option, value);
-}
+// The variadic three: the one argument after the option, read and passed on as a pointer.
+#define FORWARD_ONE_ARGUMENT(name, field)                                                      \
+    int name(void *handle, int option, ...) {                                                  \
+        va_list arguments;                                                                     \
+        va_start(arguments, option);                                                           \
+        void *value = va_arg(arguments, void *);                                               \
+        va_end(arguments);                                                                     \
+        return functions()->field(handle, option, value);                                      \
+    }
 
-int curl_easy_getinfo(void *handle, int info, ...) {
-    va_list arguments;
-    va_start(arguments, info);
-    void *value = va_arg(arguments, void *);
-    va_end(arguments);
-    return functions()->easy_getinfo(handle, info, value);
-}
-
-int curl_multi_setopt(void *multi, int option, ...) {
-    va_list arguments;
-    va_start(arguments, option);
-    void *value = va_arg(arguments, void *);
-    va_end(arguments);
-    return functions()->multi_setopt(multi, option, value);
-}
+FORWARD_ONE_ARGUMENT(curl_easy_setopt, easy_setopt)
+FORWARD_ONE_ARGUMENT(curl_easy_getinfo, easy_getinfo)
+FORWARD_ONE_ARGUMENT(curl_multi_setopt, multi_setopt)
 
 #else
 
