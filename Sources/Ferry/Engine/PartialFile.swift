@@ -158,13 +158,14 @@ package final class PartialFile {
     /// Flushes and closes the file.
     func finish() throws {
         guard descriptor >= 0 else { return }
-        defer { closeFlushed() }
+        defer { closeWithoutFlushing() }
         try flush()
     }
 
-    /// Closes a file that was flushed after its last write, without flushing it again: on
-    /// ext4 an `fsync` of an unchanged file still asks the disk to empty its cache.
-    func closeFlushed() {
+    /// Closes the file without flushing it: for a file flushed after its last write (on ext4
+    /// an `fsync` of an unchanged file still asks the disk to empty its cache), or one that is
+    /// being discarded.
+    func closeWithoutFlushing() {
         guard descriptor >= 0 else { return }
         close(descriptor)
         descriptor = -1
@@ -173,10 +174,7 @@ package final class PartialFile {
     /// Closes and deletes the file (and its resume metadata), by name in its directory, and
     /// only while that name still holds this file.
     func discard() {
-        if descriptor >= 0 {
-            close(descriptor)
-            descriptor = -1
-        }
+        closeWithoutFlushing()
         let name = url.lastPathComponent
         if FileSystem.Identity(at: name, in: directory) == identity { unlinkat(directory, name, 0) }
         unlinkat(directory, metadataURL.lastPathComponent, 0)

@@ -207,7 +207,7 @@ extension Transfer {
             // Flushed above (or, decoded, as it was written); verifying only reads it.
             delivered = try decodeIfAsked(file, head: head)
             if let checksum { try checksum.verify(delivered) }
-            delivered.closeFlushed()
+            delivered.closeWithoutFlushing()
         } catch {
             file.discard()
             delivered.discard()
