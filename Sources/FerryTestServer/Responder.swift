@@ -139,7 +139,8 @@ struct Responder {
     // MARK: Content with ranges, validators and faults
 
     /// Serves deterministic content. Query options: `seed`, `etag=none|weak`, `lastmod=none`,
-    /// `ignore-range`, `short206=N`, `close-after=N`, `stall-at=N` (to a request without Range:
+    /// `ignore-range`, `short206=N`, `empty206` (a valid `Content-Range` and no body),
+    /// `close-after=N`, `stall-at=N` (to a request without Range:
     /// send nothing from byte N on, until the client leaves), `lie-length=N`, `drip=N&interval=MS`,
     /// `type=`, `filename=`, `disposition=` (raw header), `chunked` (no Content-Length).
     private func content(size: Int64, name: String?, seed fixedSeed: UInt64? = nil) async throws -> Bool {
@@ -169,6 +170,7 @@ struct Responder {
 
         var range: Range<Int64> = 0..<size
         var status = HTTPResponseStatus.ok
+        var empty = false
         if !request.flag("ignore-range") && ifRangeMatches(etag: etag, weak: request.query["etag"] == "weak") {
             switch ByteRangeRequest(header: request.headers.first(name: "range"), size: size) {
             case .full:
@@ -194,12 +196,13 @@ struct Responder {
                     ? "bytes \(range.lowerBound)-oops/\(size)"
                     : "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(size)"
                 headers.append(("Content-Range", contentRange))
+                empty = request.flag("empty206")
             }
         }
-        let announced = request.queryInt("lie-length") ?? Int64(range.count)
+        let announced = empty ? 0 : request.queryInt("lie-length") ?? Int64(range.count)
         if !request.flag("chunked") { headers.append(("Content-Length", String(announced))) }
         try await outbound.write(.head(head(status, headers)))
-        if request.method == .HEAD {
+        if request.method == .HEAD || empty {
             try await outbound.write(.end(nil))
             return true
         }

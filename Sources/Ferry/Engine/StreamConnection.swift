@@ -36,8 +36,10 @@ final class StreamConnection: Sendable {
         var timers: [Int: Scheduled<Void>] = [:]
         var nextRead = 0
         var channel: (any Channel)?
-        /// Callers waiting for the connection (reads and writes made before it exists).
-        var connectWaiters: [CheckedContinuation<Result<any Channel, FerryError>, Never>] = []
+        /// Callers waiting for the connection (reads and writes made before it exists), by
+        /// the number each was given (a cancelled one leaves by it).
+        var connectWaiters: [Int: CheckedContinuation<Result<any Channel, FerryError>, Never>] = [:]
+        var nextWaiter = 0
         /// Why the connection could not be made or ended, once known.
         var failure: FerryError?
         var writeClosed = false
@@ -113,25 +115,54 @@ final class StreamConnection: Sendable {
         let waiters = state.withLock { state in
             if case .success(let channel) = result { state.channel = channel }
             if case .failure(let error) = result, state.failure == nil { state.failure = error }
-            defer { state.connectWaiters = [] }
-            return state.connectWaiters
+            defer { state.connectWaiters = [:] }
+            return Array(state.connectWaiters.values)
         }
         for waiter in waiters { waiter.resume(returning: result) }
     }
 
-    /// The connection, once made.
+    /// The connection, once made. Waits while the task has not connected yet; throws the
+    /// reason when it never will (the task ended first: ``taskEnded(_:)``), or when the
+    /// calling Swift task is cancelled while it waits.
     private func channel() async throws(FerryError) -> any Channel {
-        let result = await withCheckedContinuation {
-            (continuation: CheckedContinuation<Result<any Channel, FerryError>, Never>) in
-            let ready: Result<any Channel, FerryError>? = state.withLock { state in
-                if let channel = state.channel { return .success(channel) }
-                if let failure = state.failure { return .failure(failure) }
-                state.connectWaiters.append(continuation)
-                return nil
+        let waiter = Mutex<Int?>(nil)
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation {
+                (continuation: CheckedContinuation<Result<any Channel, FerryError>, Never>) in
+                let ready: Result<any Channel, FerryError>? = state.withLock { state in
+                    if let channel = state.channel { return .success(channel) }
+                    if let failure = state.failure { return .failure(failure) }
+                    if Task.isCancelled { return .failure(.cancelled()) }
+                    state.nextWaiter += 1
+                    state.connectWaiters[state.nextWaiter] = continuation
+                    waiter.withLock { $0 = state.nextWaiter }
+                    return nil
+                }
+                if let ready { continuation.resume(returning: ready) }
             }
-            if let ready { continuation.resume(returning: ready) }
+        } onCancel: {
+            let parked = state.withLock { state in
+                waiter.withLock { $0 }.flatMap { state.connectWaiters.removeValue(forKey: $0) }
+            }
+            parked?.resume(returning: .failure(.cancelled()))
         }
         return try result.get()
+    }
+
+    /// The task ended (completed, whether or not it ever connected): calls still waiting for
+    /// the connection, reads and a TLS handshake come back with `error`, and the connection,
+    /// if one was made, closes.
+    func taskEnded(_ error: FerryError?) {
+        let failure = error ?? FerryError(.network, "The stream task has ended.")
+        let (channel, readCompletion) = state.withLock { state -> ((any Channel)?, StreamReadState.Completion?) in
+            if state.failure == nil { state.failure = failure }
+            // A task that ended well ended with its input: reads get what arrived, then the end.
+            return (state.channel, error.map { state.read.fail($0) } ?? state.read.endInput())
+        }
+        settleConnection(.failure(failure))
+        finish(readCompletion)
+        handshakeEnded(.failure(failure))
+        channel?.close(promise: nil)
     }
 
     // MARK: Reading
@@ -272,7 +303,18 @@ final class StreamConnection: Sendable {
         let host = self.host
         let result = await withCheckedContinuation {
             (continuation: CheckedContinuation<Result<Void, FerryError>, Never>) in
-            state.withLock { $0.handshake = continuation }
+            let refusal: FerryError? = state.withLock { state in
+                if let failure = state.failure { return failure }
+                guard state.handshake == nil else {
+                    return FerryError(.invalidRequest, "A TLS handshake is already under way on this stream task.")
+                }
+                state.handshake = continuation
+                return nil
+            }
+            if let refusal {
+                continuation.resume(returning: .failure(refusal))
+                return
+            }
             let added = channel.eventLoop.submit {
                 let context = try NIOSSLContext(configuration: configuration)
                 let name = host.isIPAddress ? nil : host

@@ -109,6 +109,12 @@ extension Transfer {
     /// once every byte is written; throws ``SegmentsAbandoned`` when the pieces cannot be put
     /// together, or the first connection's failure (the others are cancelled, the plan keeps
     /// what each wrote).
+    ///
+    /// The transfer's own slot in the per-host limit always serves one connection, so the
+    /// download moves whatever the limit and however it started (a first response, or resume
+    /// data). Each further connection first waits for a slot of its own and only then takes
+    /// a segment, so no segment waits behind a slot; those still waiting when every byte is
+    /// written are called off.
     func fetchSegments(
         _ run: SegmentRun,
         request: URLRequest,
@@ -119,13 +125,19 @@ extension Transfer {
         run.releaseClaims()
         if let first { run.claimFirst(first.start) }
         try await withThrowingTaskGroup(of: Void.self) { group in
-            if let first {
-                group.addTask { try await self.segmentWorker(run, request: request, first: first, ownLease: false) }
+            group.addTask { try await self.segmentWorker(run, request: request, first: first, lease: self.lease) }
+            for _ in 1..<connections {
+                group.addTask {
+                    let lease = HostLimiter.Lease(self.engine.limiter, reservation: nil, priority: self.task.priority) {
+                        [task = self.task] in task.setQueued($0)
+                    }
+                    defer { lease.release() }
+                    try await self.segmentWorker(run, request: request, first: nil, lease: lease, slotFirst: true)
+                }
             }
-            for _ in 0..<(connections - (first == nil ? 0 : 1)) {
-                group.addTask { try await self.segmentWorker(run, request: request, first: nil, ownLease: true) }
+            for try await _ in group where run.plan.isComplete {
+                group.cancelAll()
             }
-            try await group.waitForAll()
         }
         try run.checkpoint(force: true)
         // Every connection stopped; only a plan with every byte written is a finished file.
@@ -135,46 +147,54 @@ extension Transfer {
     }
 
     /// One connection's work: its first segment, then any unclaimed one, then half of the
-    /// largest one left, until nothing is left to split.
+    /// largest one left, until nothing is left to split. With `slotFirst`, it waits for a
+    /// slot before it takes a segment. Once every byte is written, an error (the
+    /// cancellation of a connection no longer needed) is no failure.
     private func segmentWorker(
         _ run: SegmentRun,
         request: URLRequest,
         first: (start: Int64, body: ResponseBody)?,
-        ownLease: Bool
+        lease: HostLimiter.Lease,
+        slotFirst: Bool = false
     ) async throws {
-        let lease =
-            ownLease
-            ? HostLimiter.Lease(engine.limiter, reservation: nil, priority: task.priority) { [task] in
-                task.setQueued($0)
-            } : self.lease
-        defer { if ownLease { lease.release() } }
-        if let first {
-            try await writeSegment(first.start, of: run, from: first.body)
-        }
-        // The first response's segment, if its body ended early; then any other.
-        var current = first?.start ?? run.claim()
-        while let start = current {
-            defer { current = run.claim() }
-            while let (next, end) = run.position(of: start), next < end {
-                var attempt = Self.request(request, for: .range(from: next, ifRange: run.validator.headerValue))
-                attempt.setValue("bytes=\(next)-\(end - 1)", forHTTPHeaderField: "Range")
-                try await send(attempt, body: nil, lease: lease) { body, head in
-                    try await self.check(head, body: body, asked: next, of: run)
-                    try await self.writeSegment(start, of: run, from: body)
+        do {
+            if slotFirst, let url = request.url { try await lease.hold(Origin(url)) }
+            if let first {
+                try await writeSegment(first.start, of: run, from: first.body, promisedEnd: run.length)
+            }
+            // The first response's segment, if its body ended early; then any other.
+            var current = first?.start ?? run.claim()
+            while let start = current {
+                defer { current = run.claim() }
+                while let (next, end) = run.position(of: start), next < end {
+                    var attempt = Self.request(request, for: .range(from: next, ifRange: run.validator.headerValue))
+                    attempt.setValue("bytes=\(next)-\(end - 1)", forHTTPHeaderField: "Range")
+                    try await send(attempt, body: nil, lease: lease) { body, head in
+                        let promisedEnd = try await self.check(head, body: body, asked: next, of: run)
+                        try await self.writeSegment(start, of: run, from: body, promisedEnd: promisedEnd)
+                    }
                 }
             }
+        } catch  where run.plan.isComplete {
+            return
         }
     }
 
     /// A segment's `206` must continue exactly where it was asked to, of the same length
     /// and validator; a `200` means the file changed (`If-Range` failed) or ranges are
-    /// ignored; any other status is the download's error.
-    private func check(_ head: HTTPResponse, body: ResponseBody, asked next: Int64, of run: SegmentRun) async throws {
+    /// ignored; any other status is the download's error. Returns the end (exclusive) of the
+    /// bytes the `206` promises.
+    private func check(
+        _ head: HTTPResponse,
+        body: ResponseBody,
+        asked next: Int64,
+        of run: SegmentRun
+    ) async throws -> Int64 {
         let offered = Validator(response: head)
         switch head.statusCode {
         case 206:
             guard let field = head.headers["Content-Range"],
-                case .satisfied(let first, _, let complete)? = ContentRange(field),
+                case .satisfied(let first, let last, let complete)? = ContentRange(field),
                 first == next
             else {
                 throw SegmentsAbandoned(
@@ -191,6 +211,7 @@ extension Transfer {
             // A split download continued from resume data has no first response of its own:
             // the first segment's answer is the task's response.
             if task.response == nil, run.takeFirstAnswer() { task.didReceive(response: head) }
+            return last + 1
         case 200:
             if offered == run.validator {
                 throw SegmentsAbandoned(reason: "the server answered a range with the whole file", rangesIgnored: true)
@@ -207,14 +228,30 @@ extension Transfer {
     }
 
     /// Writes the body into the segment starting at `start`, from its `next` up to its end
-    /// (which a split may move while the body arrives), then stops reading.
-    private func writeSegment(_ start: Int64, of run: SegmentRun, from body: ResponseBody) async throws {
+    /// (which a split may move while the body arrives), then stops reading. A body that ends
+    /// before the bytes its response promised (`promisedEnd`, exclusive) that the segment
+    /// still needs is an error, as a short body is on one connection: asking again at once
+    /// would flood a server that keeps answering so.
+    private func writeSegment(
+        _ start: Int64,
+        of run: SegmentRun,
+        from body: ResponseBody,
+        promisedEnd: Int64
+    ) async throws {
         var meter = ProgressMeter(task: task, direction: .written)
         defer { meter.finish() }
         var iterator = body.makeAsyncIterator()
+        var received: Int64 = 0
         while true {
             try await task.waitWhilePaused()
-            guard let chunk = try await iterator.next() else { return }
+            guard let chunk = try await iterator.next() else {
+                guard let (next, end) = run.position(of: start), next < min(end, promisedEnd) else { return }
+                throw FerryError(
+                    .badServerResponse,
+                    "A segment's response ended after \(received) bytes, before byte \(min(end, promisedEnd)) it promised."
+                )
+            }
+            received += Int64(chunk.readableBytes)
             guard let (next, end) = run.position(of: start), next < end else { return }
             let count = min(Int64(chunk.readableBytes), end - next)
             try chunk.withUnsafeReadableBytes { bytes in

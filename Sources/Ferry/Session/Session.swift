@@ -308,7 +308,12 @@ public final class Session: Sendable {
                 case .call(let decision):
                     await decision()
                 case .event(let event, let done):
-                    if let session = weakSelf.value { session.deliver(event) }
+                    if let session = weakSelf.value {
+                        session.deliver(event)
+                    } else if case .task(let task, .completed(let error)) = event {
+                        // The session is gone, but its task's handler is still owed its call.
+                        task.takeCompletionHandler()?(task, error)
+                    }
                     done?.resume()
                 }
             }
@@ -373,7 +378,7 @@ public final class Session: Sendable {
                 delegate?.session(self, task: task, didFinishCollecting: metrics)
             case .completed(let error):
                 delegate?.session(self, task: task, didCompleteWithError: error)
-                task.completionHandler?(task, error)
+                task.takeCompletionHandler()?(task, error)
             case .resumed, .suspended, .willRedirect, .response, .movedDownload, .failedToMoveDownload, .willRetry,
                 .segments:
                 break

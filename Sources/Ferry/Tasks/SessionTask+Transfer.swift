@@ -264,12 +264,29 @@ extension SessionTask {
         return storage.withLock { ($0.error, $0.outcome) }
     }
 
+    /// Sets the handler called once when the task completes. A task that completed already
+    /// (it failed as it was made: a missing file, an invalidated session) has it called now,
+    /// in the session's delivery context, or on a task of its own once that context has
+    /// ended with the session.
     func setCompletionHandler(_ handler: @escaping @Sendable (SessionTask, FerryError?) -> Void) {
-        storage.withLock { $0.completionHandler = handler }
+        let completed: FerryError?? = storage.withLock { storage in
+            guard storage.machine.state == .completed else {
+                storage.completionHandler = handler
+                return .none
+            }
+            return .some(storage.error)
+        }
+        guard case .some(let error) = completed else { return }
+        let call: @Sendable () async -> Void = { handler(self, error) }
+        if !hub.enqueue(call) { Task { await call() } }
     }
 
-    var completionHandler: (@Sendable (SessionTask, FerryError?) -> Void)? {
-        storage.withLock { $0.completionHandler }
+    /// The completion handler, taken: whoever takes it calls it, so it runs once.
+    func takeCompletionHandler() -> (@Sendable (SessionTask, FerryError?) -> Void)? {
+        storage.withLock { storage in
+            defer { storage.completionHandler = nil }
+            return storage.completionHandler
+        }
     }
 
     var outcome: TaskOutcome? { storage.withLock { $0.outcome } }
@@ -321,7 +338,11 @@ extension SessionTask {
         // Out of the session's list before anyone hears of the end: `allTasks` (URLSession's
         // getAllTasks) never lists a task whose caller was told it finished.
         session?.taskDidComplete(self)
-        if case .stream(let sink) = plan { sink.taskCompleted(with: storage.withLock { $0.error }) }
+        switch plan {
+        case .stream(let sink): sink.taskCompleted(with: storage.withLock { $0.error })
+        case .socket(let connection): connection.taskEnded(storage.withLock { $0.error })
+        case .data, .upload, .download: break
+        }
         for stream in completion.streams { stream.finish() }
         for waiter in completion.waiters { waiter.resume() }
     }

@@ -1,0 +1,93 @@
+import Foundation
+import Synchronization
+
+/// What `body` returned, or `nil` when it had not returned within `seconds`.
+///
+/// For tests of calls that must come back: the bound is a generous ceiling on liveness
+/// (tens of seconds for work of milliseconds), never a window a correct run could miss on a
+/// busy machine. A body that never returns is left running; the test has already failed.
+func finishing<Value: Sendable>(
+    within seconds: Double,
+    _ body: @escaping @Sendable () async -> Value
+) async -> Value? {
+    let outcome = FirstOutcome<Value>()
+    return await withCheckedContinuation { (continuation: CheckedContinuation<Value?, Never>) in
+        outcome.wait(continuation)
+        Task { outcome.settle(await body()) }
+        Task {
+            try? await Task.sleep(for: .seconds(seconds))
+            outcome.settle(nil)
+        }
+    }
+}
+
+/// The first of several outcomes, handed to one waiter.
+private final class FirstOutcome<Value: Sendable>: Sendable {
+    private let waiter = Mutex<CheckedContinuation<Value?, Never>?>(nil)
+
+    func wait(_ continuation: CheckedContinuation<Value?, Never>) { waiter.withLock { $0 = continuation } }
+
+    func settle(_ value: Value?) {
+        let taken = waiter.withLock { waiter in
+            defer { waiter = nil }
+            return waiter
+        }
+        taken?.resume(returning: value)
+    }
+}
+
+/// The file descriptors this process has open now (`/proc/self/fd`), to check that a call
+/// leaves none behind.
+func openFileDescriptors() -> Int {
+    ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []).count
+}
+
+/// Counts how often a callback ran, and lets a test wait until it ran at least once.
+final class CallTally: Sendable {
+    private struct State {
+        var count = 0
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+    private let state = Mutex(State())
+
+    var count: Int { state.withLock { $0.count } }
+
+    func record() {
+        let waiters = state.withLock { state in
+            state.count += 1
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Whether the callback ran within `seconds` (see ``finishing(within:_:)``).
+    func ran(within seconds: Double) async -> Bool {
+        await finishing(within: seconds) { () -> Bool in
+            await self.firstCall()
+            return true
+        } != nil
+    }
+
+    /// Returns once the callback ran at least once.
+    func firstCall() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let ran = state.withLock { state in
+                if state.count > 0 { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if ran { continuation.resume() }
+        }
+    }
+}
+
+/// The error `body` threw, or `nil` when it returned.
+func thrownError(_ body: () async throws -> Void) async -> (any Error)? {
+    do {
+        try await body()
+        return nil
+    } catch {
+        return error
+    }
+}

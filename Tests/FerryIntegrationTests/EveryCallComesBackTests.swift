@@ -1,0 +1,248 @@
+import Ferry
+import FerryTestServer
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Every public call returns or throws in bounded time on the paths beside the main one,
+/// and every completion handler runs exactly once. Each test is named after a defect that
+/// once hung or lost a callback; the bound is a ceiling on liveness, far above what the
+/// call takes when it works.
+@Suite("Every call comes back")
+struct EveryCallComesBackTests {
+    static let bound: Double = 60
+
+    // MARK: Segmented downloads
+
+    /// Resumed with one slot per host and four connections wanted, a split download used to
+    /// give every connection a slot of its own while the transfer kept its slot idle: no
+    /// connection ever got one.
+    @Test func aResumedSegmentedDownloadWithOneSlotPerHostFinishes() async throws {
+        try await withServer { server in
+            let partials = try makeTemporaryDirectory("partials-shared")
+            let size: Int64 = 16_000_000
+            let url = server.url("/bytes/\(size)?seed=41&drip=65536&interval=5")
+            let first = try makeSession {
+                $0.downloadsDirectory = partials
+                $0.maximumConnectionsPerDownload = 4
+                $0.minimumSegmentSize = 1 << 20
+            }
+            let task = first.downloadTask(with: url)
+            let events = task.events
+            task.resume()
+            for await event in events {
+                if case .wroteData(_, let total, _) = event, total >= 2_000_000 { break }
+            }
+            let resumeData = try #require(await task.cancelProducingResumeData())
+            #expect(resumeData.segments != nil, "the resume data records the segments")
+
+            let limited = try makeSession {
+                $0.downloadsDirectory = partials
+                $0.maximumConnectionsPerDownload = 4
+                $0.minimumSegmentSize = 1 << 20
+                $0.httpMaximumConnectionsPerHost = 1
+            }
+            let output = try makeTemporaryDirectory("resumed-segments").appendingPathComponent("out.bin")
+            let resumed = limited.downloadTask(withResumeData: resumeData, to: .file(output))
+            let ended = await finishing(within: Self.bound) { await resumeCollectingEvents(resumed) }
+            #expect(ended != nil, "the resumed download ended")
+            #expect(resumed.error == nil, "\(String(describing: resumed.error))")
+            if ended != nil {
+                #expect(try Data(contentsOf: output) == TestContent.data(size: size, seed: 41))
+            } else {
+                resumed.cancel()
+            }
+        }
+    }
+
+    /// A server whose ranged answers are `206`s with a valid `Content-Range` and no body: a
+    /// segment used to ask again at once, forever. Now the short body is an error, retried
+    /// under the retry policy, and the task ends.
+    @Test func anEmpty206EndsASegmentedDownloadInsteadOfLooping() async throws {
+        try await withServer { server in
+            let session = try makeSession {
+                $0.maximumConnectionsPerDownload = 4
+                $0.minimumSegmentSize = 1 << 20
+            }
+            let output = try makeTemporaryDirectory("empty-206").appendingPathComponent("out.bin")
+            let task = session.downloadTask(
+                with: server.url("/bytes/8000000?seed=5&empty206=1&drip=65536&interval=5"),
+                to: .file(output)
+            )
+            task.retryPolicy = RetryPolicy(maximumRetries: 2, baseDelay: 0.01, maximumDelay: 0.05)
+            let ended = await finishing(within: Self.bound) { await resumeCollectingEvents(task) }
+            #expect(ended != nil, "the download ended")
+            if ended == nil { task.cancel() }
+            #expect(task.error?.reason == .badServerResponse, "\(String(describing: task.error))")
+            let ranged = server.requests(to: "/bytes/8000000").filter { $0.headers["range"] != nil }
+            #expect(ranged.count <= 4 * 3, "at most one request per connection per try: \(ranged.count)")
+            #expect(!FileManager.default.fileExists(atPath: output.path))
+        }
+    }
+
+    // MARK: Stream tasks that never connected
+
+    /// A stream task cancelled before `resume()`, made with a port that is no TCP port, or
+    /// made by an invalidated session: its reads, writes and TLS calls used to wait for a
+    /// connection that would never come.
+    @Test func streamTaskCallsReturnWhenTheTaskNeverConnected() async throws {
+        let session = try makeSession()
+        let cancelled = session.streamTask(withHostName: "127.0.0.1", port: 9)
+        cancelled.cancel()
+        let badPort = session.streamTask(withHostName: "127.0.0.1", port: 70_000)
+        let invalidated = try makeSession()
+        invalidated.invalidateAndCancel()
+        let orphan = invalidated.streamTask(withHostName: "127.0.0.1", port: 9)
+        orphan.resume()
+        for task in [cancelled, badPort, orphan] {
+            let read = await finishing(within: Self.bound) {
+                await thrownError { _ = try await task.read(minLength: 1, maxLength: 10, timeout: 0) } != nil
+            }
+            #expect(read == true, "\(task): the read came back with an error")
+            let write = await finishing(within: Self.bound) {
+                await thrownError { try await task.write(Data("x".utf8), timeout: 0) } != nil
+            }
+            #expect(write == true, "\(task): the write came back with an error")
+            let tls = await finishing(within: Self.bound) {
+                await thrownError { try await task.startSecureConnection() } != nil
+            }
+            #expect(tls == true, "\(task): startSecureConnection came back with an error")
+            let closed = await finishing(within: Self.bound) { () -> Bool in
+                await task.closeWrite()
+                await task.closeRead()
+                return true
+            }
+            #expect(closed == true, "\(task): closing came back")
+        }
+    }
+
+    /// A read on a stream task that was never resumed waits for the connection, but not past
+    /// the cancellation of the Swift task that awaits it.
+    @Test func aStreamTaskReadHonoursItsSwiftTasksCancellation() async throws {
+        let session = try makeSession()
+        let task = session.streamTask(withHostName: "127.0.0.1", port: 9)
+        let reader = Task { try await task.read(minLength: 1, maxLength: 10, timeout: 0) }
+        reader.cancel()
+        let result = await finishing(within: Self.bound) { await reader.result }
+        #expect(result != nil, "the cancelled read came back")
+        if case .success? = result { Issue.record("a cancelled read returned bytes") }
+        task.cancel()
+    }
+
+    /// Two `startSecureConnection()` calls at once: the second used to overwrite the first's
+    /// continuation, which then never resumed. Now the second is refused, and the first comes
+    /// back when the task ends.
+    @Test func aSecondStartSecureConnectionIsRefusedAndTheFirstComesBack() async throws {
+        let listener = try SilentListener()
+        defer { listener.close() }
+        let session = try makeSession()
+        let task = session.streamTask(withHostName: "127.0.0.1", port: listener.port)
+        task.resume()
+        let outcomes = MutexBox<[FerryError?]>([])
+        let counter = CallTally()
+        let calls = (0..<2).map { _ in
+            Task {
+                let error = await thrownError { try await task.startSecureConnection() }
+                outcomes.mutate { $0.append(error as? FerryError) }
+                counter.record()
+            }
+        }
+        // One of the two is refused at once (the other waits for a server that never answers).
+        #expect(await counter.ran(within: Self.bound))
+        #expect(outcomes.value.first??.reason == .invalidRequest, "\(outcomes.value)")
+        task.cancel()
+        for call in calls {
+            #expect(await finishing(within: Self.bound) { await call.value } != nil, "both calls came back")
+        }
+        #expect(outcomes.value.count == 2)
+    }
+
+    // MARK: Completion handlers
+
+    /// An upload from a file that does not exist fails as it is made, before its handler is
+    /// set: the handler used never to run.
+    @Test func anUploadFromAMissingFileCallsItsHandlerOnce() async throws {
+        let session = try makeSession()
+        let missing = try makeTemporaryDirectory("missing").appendingPathComponent("nothing-here")
+        let calls = CallTally()
+        let failure = MutexBox<FerryError?>(nil)
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:9/sink")!)
+        request.httpMethod = "PUT"
+        let task = session.uploadTask(with: request, fromFile: missing) { _, _, error in
+            failure.mutate { $0 = error }
+            calls.record()
+        }
+        task.resume()
+        #expect(await calls.ran(within: Self.bound), "the handler ran")
+        #expect(failure.value?.reason == .uploadBodyFailed, "\(String(describing: failure.value))")
+        // A later task's handler runs after it in the same delivery context: by then a second
+        // call of the first handler would have happened.
+        try await withServer { server in
+            let later = CallTally()
+            session.dataTask(with: URLRequest(url: server.url("/bytes/1"))) { _, _, _ in later.record() }.resume()
+            await later.firstCall()
+        }
+        #expect(calls.count == 1)
+    }
+
+    /// The manager's callback forms on an invalidated session: exactly one of `success` and
+    /// `failure` runs, as documented (neither used to).
+    @Test func theManagersCallbacksRunOnAnInvalidatedSession() async throws {
+        let session = try makeSession()
+        let manager = HTTPSessionManager(baseURL: URL(string: "http://127.0.0.1:9/"), session: session)
+        session.invalidateAndCancel()
+        let calls = CallTally()
+        let reason = MutexBox<FerryError.Reason?>(nil)
+        manager.get(
+            "anything",
+            success: { _, _ in calls.record() },
+            failure: { _, error in
+                reason.mutate { $0 = error.reason }
+                calls.record()
+            }
+        )
+        #expect(await calls.ran(within: Self.bound), "a callback ran")
+        #expect(reason.value == .sessionInvalidated)
+        #expect(calls.count == 1)
+    }
+}
+
+/// A TCP listener on a free loopback port that never accepts: connections to it complete
+/// (the kernel's backlog takes them) and nothing is ever answered.
+final class SilentListener: Sendable {
+    let port: Int
+    private let descriptor: Int32
+
+    init() throws {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw POSIXError(.EMFILE) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard bound == 0, listen(descriptor, 16) == 0 else {
+            Glibc.close(descriptor)
+            throw POSIXError(.EADDRINUSE)
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        self.descriptor = descriptor
+        self.port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    func close() { Glibc.close(descriptor) }
+}
