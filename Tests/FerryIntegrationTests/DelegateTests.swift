@@ -149,3 +149,36 @@ struct DelegateTests {
         }
     }
 }
+
+/// A delegate written against Ferry's earlier signatures (`task: SessionTask` for the response
+/// decision, `dataTask: SessionTask` for data): still called, not silently passed over.
+final class EarlierShapeDelegate: SessionDelegate {
+    let calls = MutexBox<[String]>([])
+
+    func session(_ session: Session, task: SessionTask, didReceive response: HTTPResponse) async -> ResponseDisposition
+    {
+        calls.mutate { $0.append("response \(response.statusCode)") }
+        return response.statusCode == 404 ? .cancel : .allow
+    }
+
+    func session(_ session: Session, dataTask: SessionTask, didReceive data: Data) {
+        calls.mutate { $0.append("data") }
+    }
+}
+
+@Suite("Delegates of an earlier shape")
+struct EarlierShapeDelegateTests {
+    @Test func aDelegateWrittenAgainstTheEarlierSignaturesIsStillCalled() async throws {
+        try await withServer { server in
+            let delegate = EarlierShapeDelegate()
+            let session = try makeSession(delegate: delegate)
+            let (body, _) = try await session.data(from: server.url("/bytes/1000?seed=2"))
+            #expect(body.count == 1000)
+            #expect(delegate.calls.value.first == "response 200")
+            #expect(delegate.calls.value.contains("data"))
+            // Its answer counts: `.cancel` from the old form cancels the task.
+            await #expect(throws: FerryError.self) { try await session.data(from: server.url("/status/404")) }
+            #expect(delegate.calls.value.last == "response 404")
+        }
+    }
+}

@@ -10,7 +10,9 @@ public import Foundation
 ///                             bypass: ["localhost", ".internal"])
 /// ```
 public struct Proxy: Sendable, Hashable {
-    /// How Ferry speaks to the proxy.
+    /// How Ferry speaks to the proxy. Later versions may add kinds: switch with an
+    /// `@unknown default`.
+    @nonexhaustive(warn)
     public enum Kind: Sendable, Hashable {
         /// An HTTP proxy, spoken to with `CONNECT`; `Proxy-Authorization: Basic` when a
         /// credential is given.

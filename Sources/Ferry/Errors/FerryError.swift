@@ -15,7 +15,9 @@ public import Foundation
 /// }
 /// ```
 public struct FerryError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// Which timeout fired.
+    /// Which timeout fired. Later versions may add timeouts: switch with an
+    /// `@unknown default`.
+    @nonexhaustive(warn)
     public enum Timeout: Sendable, Hashable {
         /// No byte moved for `timeoutIntervalForRequest`.
         case idle

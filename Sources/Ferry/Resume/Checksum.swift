@@ -9,7 +9,9 @@ import Foundation
 /// task.checksum = try Checksum(parsing: "sha256=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08")
 /// ```
 public struct Checksum: Sendable, Hashable, CustomStringConvertible {
-    /// A digest algorithm.
+    /// A digest algorithm. Later versions may add algorithms: switch with an
+    /// `@unknown default`.
+    @nonexhaustive(warn)
     public enum Algorithm: String, Sendable, CaseIterable {
         /// SHA-256.
         case sha256

@@ -24,6 +24,12 @@ public enum ResponseDisposition: Sendable, Equatable {
 /// almost a requirement's is a warning in the conforming type ("nearly matches defaulted
 /// requirement"): read it, since such a method is never called.
 ///
+/// ## Requirements that changed
+/// A requirement whose shape changed stays as a deprecated requirement, and the new one's
+/// default calls it: a delegate written against an earlier Ferry keeps being called. The
+/// data task's response decision, its data and its cache decision once took
+/// `task: SessionTask` / `dataTask: SessionTask`; those forms are still honoured.
+///
 /// ## Lifecycle and threading
 /// The session holds its delegate strongly until it is invalidated, then calls
 /// ``session(_:didBecomeInvalidWithError:)`` last and lets it go. Calls never overlap:
@@ -111,6 +117,25 @@ public protocol SessionDelegate: AnyObject, Sendable {
     /// process was attached (completions, files, failures); called once per attachment,
     /// after them.
     func sessionDidFinishEvents(forBackgroundSession session: Session)
+
+    // MARK: Earlier shapes, still called
+
+    /// The response decision as Ferry 0.x declared it, given a ``SessionTask``; still called
+    /// when the `dataTask: DataTask` form is not implemented.
+    @available(*, deprecated, renamed: "session(_:dataTask:didReceive:)")
+    func session(_ session: Session, task: SessionTask, didReceive response: HTTPResponse) async -> ResponseDisposition
+    /// The cache decision as Ferry 0.x declared it, given a ``SessionTask``; still called
+    /// when the `dataTask: DataTask` form is not implemented.
+    @available(*, deprecated, renamed: "session(_:dataTask:willCacheResponse:)")
+    func session(
+        _ session: Session,
+        dataTask: SessionTask,
+        willCacheResponse proposedResponse: CachedResponse
+    ) async -> CachedResponse?
+    /// Body bytes as Ferry 0.x declared them, given a ``SessionTask``; still called when
+    /// the `dataTask: DataTask` form is not implemented.
+    @available(*, deprecated, renamed: "session(_:dataTask:didReceive:)")
+    func session(_ session: Session, dataTask: SessionTask, didReceive data: Data)
 }
 
 extension SessionDelegate {
@@ -120,7 +145,7 @@ extension SessionDelegate {
         didReceive response: HTTPResponse
     )
         async -> ResponseDisposition
-    { .allow }
+    { await EarlierShapes.calls.responseDecision(self, session, dataTask, response) }
     public func session(
         _ session: Session,
         task: SessionTask,
@@ -143,8 +168,24 @@ extension SessionDelegate {
         _ session: Session,
         dataTask: DataTask,
         willCacheResponse proposedResponse: CachedResponse
+    ) async -> CachedResponse? { await EarlierShapes.calls.cacheDecision(self, session, dataTask, proposedResponse) }
+    public func session(_ session: Session, dataTask: DataTask, didReceive data: Data) {
+        EarlierShapes.calls.data(self, session, dataTask, data)
+    }
+    @available(*, deprecated, renamed: "session(_:dataTask:didReceive:)")
+    public func session(
+        _ session: Session,
+        task: SessionTask,
+        didReceive response: HTTPResponse
+    ) async -> ResponseDisposition { .allow }
+    @available(*, deprecated, renamed: "session(_:dataTask:willCacheResponse:)")
+    public func session(
+        _ session: Session,
+        dataTask: SessionTask,
+        willCacheResponse proposedResponse: CachedResponse
     ) async -> CachedResponse? { proposedResponse }
-    public func session(_ session: Session, dataTask: DataTask, didReceive data: Data) {}
+    @available(*, deprecated, renamed: "session(_:dataTask:didReceive:)")
+    public func session(_ session: Session, dataTask: SessionTask, didReceive data: Data) {}
     public func session(
         _ session: Session,
         task: SessionTask,
@@ -171,4 +212,54 @@ extension SessionDelegate {
     public func session(_ session: Session, task: SessionTask, didCompleteWithError error: FerryError?) {}
     public func session(_ session: Session, didBecomeInvalidWithError error: FerryError?) {}
     public func sessionDidFinishEvents(forBackgroundSession session: Session) {}
+}
+
+/// Calls the deprecated requirements from the new ones' defaults.
+///
+/// The calls sit in deprecated witnesses of a protocol that is not deprecated, so the
+/// library itself compiles without a deprecation warning while a delegate's method of an
+/// earlier shape is still found by dynamic dispatch.
+private protocol EarlierShapeCalls: Sendable {
+    func responseDecision(
+        _ delegate: any SessionDelegate,
+        _ session: Session,
+        _ task: DataTask,
+        _ response: HTTPResponse
+    ) async -> ResponseDisposition
+    func cacheDecision(
+        _ delegate: any SessionDelegate,
+        _ session: Session,
+        _ task: DataTask,
+        _ proposed: CachedResponse
+    ) async -> CachedResponse?
+    func data(_ delegate: any SessionDelegate, _ session: Session, _ task: DataTask, _ data: Data)
+}
+
+private struct EarlierShapes: EarlierShapeCalls {
+    static let calls: any EarlierShapeCalls = EarlierShapes()
+
+    @available(*, deprecated, message: "calls a deprecated requirement")
+    func responseDecision(
+        _ delegate: any SessionDelegate,
+        _ session: Session,
+        _ task: DataTask,
+        _ response: HTTPResponse
+    ) async -> ResponseDisposition {
+        await delegate.session(session, task: task as SessionTask, didReceive: response)
+    }
+
+    @available(*, deprecated, message: "calls a deprecated requirement")
+    func cacheDecision(
+        _ delegate: any SessionDelegate,
+        _ session: Session,
+        _ task: DataTask,
+        _ proposed: CachedResponse
+    ) async -> CachedResponse? {
+        await delegate.session(session, dataTask: task as SessionTask, willCacheResponse: proposed)
+    }
+
+    @available(*, deprecated, message: "calls a deprecated requirement")
+    func data(_ delegate: any SessionDelegate, _ session: Session, _ task: DataTask, _ data: Data) {
+        delegate.session(session, dataTask: task as SessionTask, didReceive: data)
+    }
 }

@@ -10,6 +10,10 @@ public import FoundationNetworking
 /// `response`, then `data` / `sentBodyData` / `wroteData` (interleaved with `suspended` /
 /// `resumed`), then for downloads `finishedDownloading` and `movedDownload` (or
 /// `failedToMoveDownload`), and last exactly one `completed`.
+///
+/// Later versions add events (as they added `segments` and `becameStreamTask`): switch over
+/// them with an `@unknown default`, so that a new event never stops your code compiling.
+@nonexhaustive(warn)
 public enum TaskEvent: Sendable {
     /// The task started or continued.
     case resumed
@@ -57,7 +61,9 @@ public enum TaskEvent: Sendable {
 /// Something that happened in a session: a task's event, or the session's end.
 ///
 /// The session-wide stream plays the role of AFNetworking's notifications
-/// (`AFNetworkingTaskDidResumeNotification`, `…DidCompleteNotification`, …).
+/// (`AFNetworkingTaskDidResumeNotification`, `…DidCompleteNotification`, …). Later versions may
+/// add events: switch with an `@unknown default`.
+@nonexhaustive(warn)
 public enum SessionEvent: Sendable {
     /// An event of `task`.
     case task(SessionTask, TaskEvent)

@@ -32,7 +32,9 @@ public struct TaskMetrics: Sendable {
 /// `nil`. As in URLSession, a reused connection has no connection dates, and
 /// ``connectEndDate`` comes after the TLS handshake.
 public struct TransactionMetrics: Sendable {
-    /// Why this request was sent.
+    /// Why this request was sent. Later versions may add reasons: switch with an
+    /// `@unknown default`.
+    @nonexhaustive(warn)
     public enum Reason: String, Sendable, Equatable {
         /// The task's first request.
         case initial
