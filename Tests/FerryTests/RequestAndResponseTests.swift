@@ -35,6 +35,26 @@ struct RequestAndResponseTests {
         #expect(request.value(forHTTPHeaderField: "Content-Type") == "application/x-www-form-urlencoded; charset=utf-8")
     }
 
+    /// AFNetworking writes arrays with empty brackets; the manager does the same, the
+    /// encoders repeat the name unless asked.
+    @Test func arraysAsRepeatedNamesOrWithBrackets() throws {
+        let login = Login(user: "ada", remember: true, tags: ["x", "y"], nickname: nil)
+        let brackets = URLEncodedFormParameterEncoder(destination: .body, arrayEncoding: .brackets)
+        let body = try brackets.encode(login, into: URLRequest(url: url, method: .post)).httpBody ?? Data()
+        #expect(String(decoding: body, as: UTF8.self) == "remember=true&tags%5B%5D=x&tags%5B%5D=y&user=ada")
+        struct Nested: Encodable { var filter: [String: [Int]] }
+        let query = URLEncodedFormParameterEncoder(destination: .query, arrayEncoding: .brackets)
+        let nested = try query.encode(Nested(filter: ["id": [1, 2]]), into: URLRequest(url: url))
+        #expect(nested.url?.query == "a=1&filter%5Bid%5D%5B%5D=1&filter%5Bid%5D%5B%5D=2")
+        let manager = HTTPSessionManager(baseURL: url, session: try Session())
+        let get = try manager.request(.get, "items", parameters: ["tag": ["a", "b"]])
+        #expect(get.url?.query == "tag%5B%5D=a&tag%5B%5D=b")
+        manager.queryArrayEncoding = .repeatedName
+        #expect(try manager.request(.get, "items", parameters: ["tag": ["a", "b"]]).url?.query == "tag=a&tag=b")
+        let post = try manager.request(.post, "items", parameters: ["tag": ["a", "b"]])
+        #expect(String(decoding: post.httpBody ?? Data(), as: UTF8.self) == "tag%5B%5D=a&tag%5B%5D=b")
+    }
+
     @Test func formEncoderRejectsNonKeyedValues() {
         #expect(throws: FerryError.self) {
             try URLEncodedFormParameterEncoder.form.encode(["a", "b"], into: URLRequest(url: url))
@@ -141,6 +161,26 @@ struct RequestAndResponseTests {
         #expect(throws: FerryError.self) {
             try DecodableResponseSerializer(User.self).serialize(Data("[".utf8), response: response)
         }
+    }
+
+    /// A `204` (or any empty body) decodes as `nil` for an `Optional` and as `Empty`, as
+    /// AFNetworking and Alamofire give them; other types fail with a reason that says how.
+    @Test func anEmptyBodyDecodesAsNilOrEmpty() throws {
+        struct User: Decodable, Sendable, Equatable { var name: String }
+        let noContent = HTTPResponse(url: url, statusCode: 204)
+        #expect(try DecodableResponseSerializer(User?.self).serialize(Data(), response: noContent) == nil)
+        #expect(try DecodableResponseSerializer(Empty.self).serialize(Data(), response: noContent) == Empty())
+        #expect(try DecodableResponseSerializer(Empty.self).serialize(Data(" \n".utf8), response: noContent) == .value)
+        let error = #expect(throws: FerryError.self) {
+            try DecodableResponseSerializer(User.self).serialize(Data(), response: noContent)
+        }
+        #expect(error?.reason == .serializationFailed)
+        #expect(error?.description.contains("Optional or Empty") == true)
+        let ok = HTTPResponse(url: url, statusCode: 200)
+        #expect(
+            try DecodableResponseSerializer(User?.self).serialize(Data(#"{"name":"b"}"#.utf8), response: ok)
+                == User(name: "b")
+        )
     }
 
     @Test func progressThrottleNeverLosesBytes() {

@@ -38,7 +38,7 @@ extension HTTPSessionManager {
     ) throws(FerryError) -> URLRequest {
         var request = URLRequest(url: try url(for: path))
         request.method = method
-        let (defaults, bodyEncoder) = settingsForRequest()
+        let (defaults, bodyEncoder, queryEncoder) = settingsForRequest()
         let own = Set(headers.keys.map { $0.lowercased() })
         for (name, value) in defaults where !own.contains(name.lowercased()) {
             request.setValue(value, forHTTPHeaderField: name)
@@ -47,7 +47,7 @@ extension HTTPSessionManager {
         guard let parameters else { return request }
         let inQuery: Set<HTTPMethod> = [.get, .head, .delete]
         let encoder: any ParameterEncoder =
-            inQuery.contains(method) ? URLEncodedFormParameterEncoder.query : bodyEncoder
+            inQuery.contains(method) ? queryEncoder : bodyEncoder
         do {
             return try encoder.encode(parameters, into: request)
         } catch {

@@ -36,7 +36,11 @@ public final class HTTPSessionManager<Serializer: ResponseSerializer>: Sendable 
 
     private struct Settings {
         var headers: [String: String] = [:]
-        var bodyEncoder: any ParameterEncoder = URLEncodedFormParameterEncoder.form
+        var bodyEncoder: any ParameterEncoder = URLEncodedFormParameterEncoder(
+            destination: .body,
+            arrayEncoding: .brackets
+        )
+        var queryArrayEncoding = URLEncodedFormParameterEncoder.ArrayEncoding.brackets
         var validation = ResponseValidation.successful
     }
 
@@ -75,10 +79,20 @@ public final class HTTPSessionManager<Serializer: ResponseSerializer>: Sendable 
     // MARK: Settings
 
     /// The encoder for the parameters of methods that carry them in the body (all but
-    /// `GET`, `HEAD` and `DELETE`). A form (`application/x-www-form-urlencoded`) by default.
+    /// `GET`, `HEAD` and `DELETE`). A form (`application/x-www-form-urlencoded`) by default,
+    /// with arrays as AFNetworking writes them (`tag[]=a&tag[]=b`).
     public var bodyEncoder: any ParameterEncoder {
         get { settings.withLock { $0.bodyEncoder } }
         set { settings.withLock { $0.bodyEncoder = newValue } }
+    }
+
+    /// How arrays are written in the query of `GET`, `HEAD` and `DELETE`:
+    /// ``URLEncodedFormParameterEncoder/ArrayEncoding/brackets`` (`tag[]=a&tag[]=b`, as
+    /// AFNetworking writes them) unless set; ``URLEncodedFormParameterEncoder/ArrayEncoding/repeatedName``
+    /// writes `tag=a&tag=b`.
+    public var queryArrayEncoding: URLEncodedFormParameterEncoder.ArrayEncoding {
+        get { settings.withLock { $0.queryArrayEncoding } }
+        set { settings.withLock { $0.queryArrayEncoding = newValue } }
     }
 
     /// What a response must be to be serialized; any other fails with
@@ -113,8 +127,15 @@ public final class HTTPSessionManager<Serializer: ResponseSerializer>: Sendable 
     }
 
     /// The default header fields and the body encoder, read together for one request.
-    func settingsForRequest() -> (headers: [String: String], bodyEncoder: any ParameterEncoder) {
-        settings.withLock { ($0.headers, $0.bodyEncoder) }
+    func settingsForRequest() -> (
+        headers: [String: String], bodyEncoder: any ParameterEncoder, queryEncoder: URLEncodedFormParameterEncoder
+    ) {
+        settings.withLock {
+            (
+                $0.headers, $0.bodyEncoder,
+                URLEncodedFormParameterEncoder(destination: .query, arrayEncoding: $0.queryArrayEncoding)
+            )
+        }
     }
 
     /// Stops sending an `Authorization` field.

@@ -2,12 +2,17 @@ import Foundation
 
 /// Flattens an `Encodable` value into ordered name/value pairs for form and query encoding.
 ///
-/// Keyed values become `name=value`; arrays repeat the name (`tag=a&tag=b`); nested keyed
-/// values use brackets (`user[name]=ada`). Booleans are `true` / `false`, `nil` is left out.
-/// Pairs are sorted by name so a dictionary gives stable output.
+/// Keyed values become `name=value`; arrays repeat the name (`tag=a&tag=b`), or with
+/// ``URLEncodedFormParameterEncoder/ArrayEncoding/brackets`` add empty brackets to it
+/// (`tag[]=a&tag[]=b`); nested keyed values use brackets (`user[name]=ada`). Booleans are
+/// `true` / `false`, `nil` is left out. Pairs are sorted by name so a dictionary gives stable
+/// output.
 enum FormPairsEncoder {
-    static func pairs<Value: Encodable>(from value: Value) throws -> [(String, String)] {
-        let storage = PairStorage()
+    static func pairs<Value: Encodable>(
+        from value: Value,
+        arrays: URLEncodedFormParameterEncoder.ArrayEncoding = .repeatedName
+    ) throws -> [(String, String)] {
+        let storage = PairStorage(arrays: arrays)
         let encoder = PairEncoder(storage: storage, path: [])
         do {
             try value.encode(to: encoder)
@@ -27,8 +32,11 @@ enum FormPairsEncoder {
 }
 
 private final class PairStorage {
+    let arrays: URLEncodedFormParameterEncoder.ArrayEncoding
     var pairs: [(String, String)] = []
     var topLevelIsKeyed = false
+
+    init(arrays: URLEncodedFormParameterEncoder.ArrayEncoding) { self.arrays = arrays }
 }
 
 private struct PairEncoder: Encoder {
@@ -39,7 +47,9 @@ private struct PairEncoder: Encoder {
 
     var name: String {
         guard let first = path.first else { return "" }
-        return first + path.dropFirst().filter { !$0.isEmpty }.map { "[\($0)]" }.joined()
+        let brackets = storage.arrays == .brackets
+        // An empty component is an array's element.
+        return first + path.dropFirst().compactMap { $0.isEmpty ? (brackets ? "[]" : nil) : "[\($0)]" }.joined()
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {

@@ -74,11 +74,31 @@ public struct URLEncodedFormParameterEncoder: ParameterEncoder {
         case body
     }
 
+    /// How an array's elements are named.
+    @nonexhaustive
+    public enum ArrayEncoding: Sendable, Equatable {
+        /// The array's name for every element: `tag=a&tag=b` (what most servers read).
+        case repeatedName
+        /// The array's name with empty brackets: `tag[]=a&tag[]=b` (AFNetworking's
+        /// `AFQueryStringFromParameters`, and what PHP and Rails read as an array).
+        case brackets
+    }
+
     /// The destination.
     public var destination: Destination
+    /// How arrays are written; ``ArrayEncoding/repeatedName`` unless set.
+    public var arrayEncoding: ArrayEncoding
 
     /// Creates an encoder for `destination`.
-    public init(destination: Destination) { self.destination = destination }
+    ///
+    /// - Parameters:
+    ///   - destination: The query or the body.
+    ///   - arrayEncoding: How arrays are written (``HTTPSessionManager`` uses
+    ///     ``ArrayEncoding/brackets``, as AFNetworking does).
+    public init(destination: Destination, arrayEncoding: ArrayEncoding = .repeatedName) {
+        self.destination = destination
+        self.arrayEncoding = arrayEncoding
+    }
 
     public func encode<Parameters: Encodable>(
         _ parameters: Parameters,
@@ -86,7 +106,7 @@ public struct URLEncodedFormParameterEncoder: ParameterEncoder {
     )
         throws -> URLRequest
     {
-        let pairs = try FormPairsEncoder.pairs(from: parameters)
+        let pairs = try FormPairsEncoder.pairs(from: parameters, arrays: arrayEncoding)
         return try encode(pairs: pairs, into: request)
     }
 

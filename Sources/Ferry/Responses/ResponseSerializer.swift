@@ -76,6 +76,24 @@ public struct DecodableResponseSerializer<Value: Decodable & Sendable>: Response
     }
 
     public func serialize(_ data: Data, response: HTTPResponse) throws -> Value {
+        // An empty body (a 204, a 205, an answer to HEAD, or just nothing) decodes as `nil`
+        // for an `Optional` and as the empty value of an ``EmptyResponse`` (such as
+        // ``Empty``), as AFNetworking gives `nil` and Alamofire `Empty.value`.
+        if data.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
+            if let empty = Value.self as? any EmptyResponse.Type, let value = empty.emptyValue() as? Value {
+                return value
+            }
+            if let optional = Value.self as? any ExpressibleByNilLiteral.Type,
+                let value = optional.init(nilLiteral: ()) as? Value
+            {
+                return value
+            }
+            throw FerryError(
+                .serializationFailed,
+                "The response of \(response.url.absoluteString) (\(response.statusCode)) has no body to decode \(Value.self) from; decode an Optional or Empty to accept one.",
+                response: response
+            )
+        }
         do {
             return try makeDecoder().decode(Value.self, from: data)
         } catch {
@@ -109,4 +127,27 @@ extension ResponseSerializer {
     where Self == DecodableResponseSerializer<Value> {
         .init(type, decoder: decoder)
     }
+}
+
+/// A type with a value for a response that has no body: ``DecodableResponseSerializer``
+/// gives ``emptyValue()`` for a `204`, a `205`, an answer to `HEAD` or any empty body.
+public protocol EmptyResponse {
+    /// The value an empty body decodes as.
+    static func emptyValue() -> Self
+}
+
+/// The value of a response whose body is empty or of no interest: decode `Empty` from a
+/// `204 No Content` (Alamofire's `Empty`).
+///
+/// ```swift
+/// let manager = try HTTPSessionManager(baseURL: api, responseSerializer: .decodable(Empty.self))
+/// ```
+public struct Empty: Codable, Sendable, Equatable, EmptyResponse {
+    /// The empty value.
+    public static let value = Empty()
+
+    /// The empty value.
+    public init() {}
+
+    public static func emptyValue() -> Empty { value }
 }
