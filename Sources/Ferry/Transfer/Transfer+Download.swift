@@ -8,21 +8,12 @@ import FoundationNetworking
 #endif
 
 extension Transfer {
-    /// What one response did for a download.
-    enum DownloadStep: Sendable {
-        /// Every byte is on disk.
-        case done
-        /// Ask again: the rest of a short 206, or from byte 0 after a restart.
-        case again
-    }
-
-    /// Most times one task discards its partial and starts over before failing: a server
-    /// that keeps changing the resource, or answers ranges inconsistently, gets no more.
-    static let maximumRestarts = 3
-
     /// Downloads into a partial file, continuing from resume data if there is any, asking
     /// for the rest after short answers, retrying transient failures by resuming, and
     /// checkpointing so that a crash loses at most one checkpoint interval.
+    ///
+    /// The decisions are a ``DownloadStateMachine``'s; this function performs its actions
+    /// (sends, writes, waits, discards) and tells it what happened.
     func download(delivery: DownloadDelivery, resume explicitResume: ResumeData?) async throws -> TaskOutcome {
         if case .destination(let destination) = delivery, let output = try SequentialOutput.make(for: destination) {
             return try await download(inOrderTo: output)
@@ -35,7 +26,7 @@ extension Transfer {
             claim = try DestinationLock(destination: target)
         }
         let store = configuration.resumeStore
-        let key = task.effectiveResumeKey
+        let key = options.resumeKey
         // Without a fixed destination, two downloads of one key (two `ferry get -c -O` of a
         // URL) would continue the same partial file: the key is claimed instead.
         if claim == nil, let directory = store?.directory, let store {
@@ -52,7 +43,7 @@ extension Transfer {
         }
         var resume = explicitResume
         if resume == nil, let store, let stored = store.resumeData(for: key) {
-            if task.resumesFromStore {
+            if options.resumesFromStore {
                 resume = stored
             } else {
                 // Start over: the earlier partial for this key is not wanted.
@@ -61,7 +52,7 @@ extension Transfer {
             }
         }
         var request = task.originalRequest
-        let checksum = task.checksum
+        let checksum = options.checksum
         let allowUnvalidated = configuration.allowsUnvalidatedResume || checksum != nil
         var planner = ResumePlanner(allowUnvalidatedResume: allowUnvalidated)
         let file: PartialFile
@@ -78,14 +69,10 @@ extension Transfer {
         } else {
             file = try PartialFile(in: configuration.downloadsDirectory)
         }
-        let policy = task.retryPolicy ?? configuration.retryPolicy
-        var retries = 0
-        var restarts = 0
         var progress = DownloadProgress(resumed: resume != nil)
         // A split download in progress: its segments are continued rather than the planner's
-        // one range. After a server ignored a range, the download keeps to one connection.
+        // one range.
         var segments: SegmentRun?
-        var singleConnection = false
         if let resume, let recorded = resume.segments, let total = resume.totalLength, let validator = resume.validator,
             planner.nextRequest() != .full,
             let plan = SegmentPlan(length: total, minimumSize: configuration.minimumSegmentSize, segments: recorded)
@@ -93,108 +80,101 @@ extension Transfer {
             segments = try makeSegmentRun(plan, validator: validator, file: file, request: request, planner: planner)
             progress.announceOffset(plan.written, total: total, task: task, force: false)
         }
-        /// The segments cannot be put together: start over (with one connection if ranges
-        /// were ignored).
-        func abandon(_ abandoned: SegmentsAbandoned) throws {
-            try startOver(after: abandoned, file: file, request: request, planner: &planner, restarts: &restarts)
-            (segments, singleConnection) = (nil, singleConnection || abandoned.rangesIgnored)
-        }
+        var machine = DownloadStateMachine(
+            planner: planner,
+            retry: RetryBudget(policy: options.retryPolicy),
+            configuration: .init(connections: connectionsWanted, minimumSegmentSize: configuration.minimumSegmentSize),
+            resumedSplit: segments != nil
+        )
         do {
-            while true {
-                if let run = segments {
+            var action = machine.next(bytesOnDisk: file.length)
+            loop: while true {
+                switch action {
+                case .continueSegments:
+                    guard let run = segments else {
+                        throw FerryError(.badServerResponse, "A split download lost its segments.")
+                    }
                     do {
                         try await fetchSegments(run, request: request, first: nil)
-                        break
-                    } catch let abandoned as SegmentsAbandoned {
-                        try abandon(abandoned)
+                        action = machine.segmentsCompleted()
                     } catch {
-                        try await waitToContinue(run, after: error, retries: &retries, policy: policy)
+                        action = reaction(to: error, of: &machine, bytesOnDisk: file.length)
                     }
-                    continue
-                }
-                let plan = planner.nextRequest()
-                logPlan(plan, bytesOnDisk: file.length)
-                if plan == .full, file.length > 0 {
-                    try checkpoint(file, request: request, planner: planner).invalidate()
-                    try file.truncate(to: 0)
-                    planner.reset()
-                }
-                let attempt = Self.request(request, for: plan)
-                do {
-                    let step: DownloadStep = try await send(attempt, body: nil) { body, head in
-                        // Later requests go straight to where the resource was found (its
-                        // identity is its validator and length, not its URL), carrying what a
-                        // redirect carries there: at another origin, none of the credentials
-                        // that were given for the first one.
-                        request = RedirectPlan.request(task.originalRequest, pointedAt: head.url)
-                        if nameClaim == nil, head.isSuccess, case .destination(let destination) = delivery {
-                            nameClaim = try Self.claimChosenName(destination, file: file, head: head)
+                case .send(let plan, let discardFirst):
+                    logPlan(plan, bytesOnDisk: file.length)
+                    if discardFirst {
+                        try checkpoint(file, request: request, planner: machine.planner).invalidate()
+                        try file.truncate(to: 0)
+                    }
+                    do {
+                        action = try await send(Self.request(request, for: plan), body: nil) { body, head in
+                            // Later requests go straight to where the resource was found (its
+                            // identity is its validator and length, not its URL), carrying what a
+                            // redirect carries there: at another origin, none of the credentials
+                            // that were given for the first one.
+                            request = RedirectPlan.request(task.originalRequest, pointedAt: head.url)
+                            if nameClaim == nil, head.isSuccess, case .destination(let destination) = delivery {
+                                nameClaim = try Self.claimChosenName(destination, file: file, head: head)
+                            }
+                            return try await handle(
+                                head,
+                                body: body,
+                                plan: plan,
+                                machine: &machine,
+                                file: file,
+                                progress: &progress,
+                                request: request,
+                                segments: &segments
+                            )
                         }
-                        return try await handle(
-                            head,
-                            body: body,
-                            plan: plan,
-                            planner: &planner,
-                            file: file,
-                            progress: &progress,
-                            request: request,
-                            segments: &segments,
-                            split: !singleConnection
-                        )
+                    } catch {
+                        // Also when the first response's body was being split and a segment
+                        // found the file changed, or a range ignored.
+                        action = reaction(to: error, of: &machine, bytesOnDisk: file.length)
                     }
-                    switch step {
-                    case .done:
-                        break
-                    case .again:
-                        if planner.nextRequest() == .full {
-                            restarts += 1
-                            if restarts > Self.maximumRestarts { throw Self.tooManyRestarts }
-                        }
-                        continue
-                    }
-                    break
-                } catch let abandoned as SegmentsAbandoned {
-                    // The first response's body was being split when a segment found the
-                    // file changed, or a range ignored.
-                    try abandon(abandoned)
-                } catch let error where segments != nil {
-                    // A split download failed after its first response: the loop continues
-                    // its segments (or gives up with them recorded).
-                    if let run = segments {
-                        try await waitToContinue(run, after: error, retries: &retries, policy: policy)
-                    }
-                } catch {
-                    let failure = ferryError(from: error)
-                    // Bytes written before the failure belong to the version the planner
-                    // knows; they are kept and continued.
-                    planner.recordWritten(upTo: file.length)
-                    if Task.isCancelled || failure.reason == .cancelled { throw failure }
-                    retries += 1
-                    guard let delay = policy.delay(beforeRetry: retries, after: failure) else { throw failure }
+                case .wait(let attempt, let delay, let error):
                     logger.debug(
                         "retrying",
-                        metadata: ["attempt": "\(retries)", "delay": "\(delay)", "error": "\(failure)"]
+                        metadata: ["attempt": "\(attempt)", "delay": "\(delay)", "error": "\(error)"]
                     )
-                    task.publish(.willRetry(attempt: retries, delay: delay, error: failure))
-                    progress.willContinue()
-                    if file.length > 0 { try? checkpoint(file, request: request, planner: planner).write() }
+                    task.publish(.willRetry(attempt: attempt, delay: delay, error: error))
+                    if let run = segments {
+                        try? run.checkpoint(force: true)
+                    } else {
+                        progress.willContinue()
+                        if file.length > 0 { try? checkpoint(file, request: request, planner: machine.planner).write() }
+                    }
                     try await waitBeforeRetry(.seconds(delay))
+                    action = machine.next(bytesOnDisk: file.length)
+                case .startOver(let reason, let rangesIgnored):
+                    logger.debug("starting over", metadata: ["why": "\(reason)"])
+                    try checkpoint(file, request: request, planner: machine.planner).invalidate()
+                    try file.truncate(to: 0)
+                    segments = nil
+                    task.publish(.segments(1, reason: rangesIgnored ? reason : nil))
+                    task.publish(.resumedAtOffset(0, expectedTotalBytes: nil))
+                    task.setDownloadPosition(0, expected: nil)
+                    action = machine.next(bytesOnDisk: 0)
+                case .finish:
+                    break loop
+                case .fail(let error):
+                    throw error
                 }
             }
             try file.flush()
         } catch {
             if let plan = segments?.plan {
-                planner.recordWritten(upTo: plan.contiguousPrefix)
+                machine.recordWritten(upTo: plan.contiguousPrefix)
                 throw keepOrDiscard(
                     file,
                     after: ferryError(from: error),
                     request: request,
-                    planner: planner,
+                    planner: machine.planner,
                     segments: plan
                 )
             }
-            planner.recordWritten(upTo: file.length)
-            throw keepOrDiscard(file, after: ferryError(from: error), request: request, planner: planner)
+            machine.recordWritten(upTo: file.length)
+            throw keepOrDiscard(file, after: ferryError(from: error), request: request, planner: machine.planner)
         }
         guard let head = task.response else {
             file.discard()
@@ -221,6 +201,19 @@ extension Transfer {
         FileSystem.removeIfPresent(file.metadataURL)
         store?.remove(key)
         return try await Self.deliver(delivered.url, head: head, task: task, delivery: delivery, source: delivered)
+    }
+
+    /// What the machine says after a request, its body or a split's segments failed:
+    /// segments that cannot be put together start over; anything else is retried or final.
+    private func reaction(
+        to error: any Error,
+        of machine: inout DownloadStateMachine,
+        bytesOnDisk: Int64
+    ) -> DownloadStateMachine.Action {
+        if let abandoned = error as? SegmentsAbandoned {
+            return machine.segmentsAbandoned(reason: abandoned.reason, rangesIgnored: abandoned.rangesIgnored)
+        }
+        return machine.failed(ferryError(from: error), bytesOnDisk: bytesOnDisk, cancelled: Task.isCancelled)
     }
 
     /// With ``SessionConfiguration/automaticDecompression``, the decoded body of a complete
@@ -270,30 +263,30 @@ extension Transfer {
         return try DestinationLock(destination: target)
     }
 
-    /// One response: decide with the planner, then write (or refuse) its body.
+    /// One response: the machine judges its head, then its body is written (or refused);
+    /// returns what the machine says to do next.
     private func handle(
         _ head: HTTPResponse,
         body: ResponseBody,
         plan: ResumePlanner.RequestPlan,
-        planner: inout ResumePlanner,
+        machine: inout DownloadStateMachine,
         file: PartialFile,
         progress: inout DownloadProgress,
         request: URLRequest,
-        segments: inout SegmentRun?,
-        split: Bool
-    ) async throws -> DownloadStep {
+        segments: inout SegmentRun?
+    ) async throws -> DownloadStateMachine.Action {
         let hadBytes = file.length > 0
         // Metadata describing the bytes on disk, as they were before this response.
-        let previous = checkpoint(file, request: request, planner: planner)
-        let action = planner.evaluate(head, for: plan)
-        let checkpoint = checkpoint(file, request: request, planner: planner)
-        switch action {
-        case .fail(let error):
+        let previous = checkpoint(file, request: request, planner: machine.planner)
+        let decision = machine.responseArrived(head, for: plan, bytesOnDisk: file.length)
+        let checkpoint = checkpoint(file, request: request, planner: machine.planner)
+        switch decision {
+        case .fail(let error, let status):
             // A status the download cannot use: its body never touches the partial file.
-            if error.reason.statusCode != nil { throw await statusError(head, body: body) }
+            if status { throw await statusError(head, body: body) }
             await drain(body)
             throw error
-        case .restart:
+        case .restart(let then):
             logger.debug(
                 "the server's answer does not continue the bytes on disk: starting over",
                 metadata: ["status": "\(head.statusCode)"]
@@ -301,14 +294,13 @@ extension Transfer {
             await drain(body)
             try previous.invalidate()
             try file.truncate(to: 0)
-            planner.reset()
             if hadBytes { progress.announceOffset(0, total: nil, task: task, force: true) }
-            return .again
+            return then
         case .complete:
             await drain(body)
             progress.announceResponse(head, task: task)
-            return .done
-        case .writeFromStart(let expected, let restart):
+            return .finish
+        case .writeFromStart(let expected, let restart, let split):
             try checkFileSize(expected, head: head)
             // The metadata stops describing the old bytes before any new byte is written:
             // after a crash it must never claim another version's bytes.
@@ -316,30 +308,28 @@ extension Transfer {
             try file.truncate(to: 0)
             progress.announceResponse(head, task: task)
             progress.announceOffset(0, total: expected, task: task, force: restart != nil && hadBytes)
-            if split, connectionsWanted > 1 {
-                if let refusal = splitRefusal(head, length: expected, validator: planner.partial.validator) {
-                    task.publish(.segments(1, reason: refusal))
-                } else if let expected, let validator = planner.partial.validator {
-                    let plan = SegmentPlan(
-                        length: expected,
-                        count: connectionsWanted,
-                        minimumSize: configuration.minimumSegmentSize
-                    )
+            switch split {
+            case .no:
+                break
+            case .refused(let reason):
+                task.publish(.segments(1, reason: reason))
+            case .into(let plan):
+                if let validator = machine.planner.partial.validator {
                     task.publish(.segments(plan.segments.count, reason: nil))
                     logger.debug("splitting", metadata: ["segments": "\(plan.segments.count)"])
                     // The whole length at once (sparse): segments write anywhere in it.
-                    try file.truncate(to: expected)
+                    try file.truncate(to: plan.length)
                     let run = try makeSegmentRun(
                         plan,
                         validator: validator,
                         file: file,
                         request: request,
-                        planner: planner
+                        planner: machine.planner
                     )
                     segments = run
+                    machine.splitStarted()
                     try await fetchSegments(run, request: request, first: (start: 0, body: body))
-                    planner.recordWritten(upTo: expected)
-                    return .done
+                    return machine.segmentsCompleted()
                 }
             }
             var writer = BodyWriter(
@@ -351,7 +341,6 @@ extension Transfer {
                 maximumFileSize: configuration.maximumFileSize
             )
             try await writer.write(body, checkpoint: checkpoint)
-            planner.recordWritten(upTo: file.length)
             if let expected, file.length < expected {
                 throw FerryError(
                     .badServerResponse,
@@ -359,12 +348,12 @@ extension Transfer {
                     response: head
                 )
             }
-            return .done
+            return machine.wroteFromStart(upTo: file.length)
         case .writeRange(let offset, let skip, let length):
             logger.debug("continuing", metadata: ["offset": "\(offset)", "length": "\(length)"])
-            try checkFileSize(planner.partial.totalLength, head: head)
+            try checkFileSize(machine.planner.partial.totalLength, head: head)
             progress.announceResponse(head, task: task)
-            progress.announceOffset(offset, total: planner.partial.totalLength, task: task, force: false)
+            progress.announceOffset(offset, total: machine.planner.partial.totalLength, task: task, force: false)
             var writer = BodyWriter(
                 file: file,
                 task: task,
@@ -374,7 +363,6 @@ extension Transfer {
                 maximumFileSize: configuration.maximumFileSize
             )
             try await writer.write(body, checkpoint: checkpoint)
-            planner.recordWritten(upTo: file.length)
             if writer.written < length {
                 throw FerryError(
                     .badServerResponse,
@@ -382,9 +370,7 @@ extension Transfer {
                     response: head
                 )
             }
-            if planner.isComplete { return .done }
-            // A short 206 (fewer bytes than asked), or a total still unknown: ask for the rest.
-            return .again
+            return machine.wroteRange(upTo: file.length)
         }
     }
 }

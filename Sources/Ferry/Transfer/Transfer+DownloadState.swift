@@ -63,9 +63,9 @@ extension Transfer {
     ) -> FerryError {
         var failure = error
         let cancelled = error.reason == .cancelled || task.isCanceling
-        let resumable = planner.canResume(withChecksum: task.checksum != nil)
+        let resumable = planner.canResume(withChecksum: options.checksum != nil)
         let store = configuration.resumeStore
-        let key = task.effectiveResumeKey
+        let key = options.resumeKey
         var refused = error.reason == .checksumMismatch
         if error.reason.limit != nil { refused = true }
         let kept = segments?.written ?? file.length
@@ -102,7 +102,7 @@ extension Transfer {
     /// it still describes it.
     private func lastCheckpoint(of file: PartialFile) -> ResumeData? {
         let stored =
-            configuration.resumeStore?.resumeData(for: task.effectiveResumeKey)
+            configuration.resumeStore?.resumeData(for: options.resumeKey)
             ?? (try? Data(contentsOf: file.metadataURL)).flatMap { try? ResumeData(decoding: $0) }
         guard let stored, stored.partialFile.standardizedFileURL == file.url.standardizedFileURL,
             stored.bytesOnDisk > 0, stored.bytesOnDisk <= file.length
@@ -116,9 +116,9 @@ extension Transfer {
         Checkpoint(
             file: file,
             template: Self.resumeData(for: task, request: request, file: file, planner: planner),
-            enabled: planner.canResume(withChecksum: task.checksum != nil),
+            enabled: planner.canResume(withChecksum: options.checksum != nil),
             store: configuration.resumeStore,
-            key: task.effectiveResumeKey,
+            key: options.resumeKey,
             logger: logger
         )
     }

@@ -15,8 +15,7 @@ extension Transfer {
     /// bytes the reader already has.
     func download(inOrderTo output: SequentialOutput) async throws -> TaskOutcome {
         decodesDownload.store(configuration.automaticDecompression, ordering: .relaxed)
-        let policy = task.retryPolicy ?? configuration.retryPolicy
-        var retries = 0
+        var retry = RetryBudget(policy: options.retryPolicy)
         var progress = DownloadProgress(resumed: false)
         var request = task.originalRequest
         // Without decoding, the bytes are written as sent: ask for them uncoded.
@@ -39,9 +38,9 @@ extension Transfer {
                     }
                     throw failure
                 }
-                retries += 1
-                guard let delay = policy.delay(beforeRetry: retries, after: failure) else { throw failure }
-                task.publish(.willRetry(attempt: retries, delay: delay, error: failure))
+                guard case .retry(let attempt, let delay) = retry.decide(after: failure, cancelled: Task.isCancelled)
+                else { throw failure }
+                task.publish(.willRetry(attempt: attempt, delay: delay, error: failure))
                 try await waitBeforeRetry(.seconds(delay))
             }
         }

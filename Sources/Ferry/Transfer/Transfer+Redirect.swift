@@ -14,7 +14,7 @@ extension Transfer {
         body: RequestBody?,
         redirects: Int
     ) async throws -> (request: URLRequest, keepsBody: Bool)? {
-        let policy = origin.redirectPolicy ?? configuration.redirectPolicy
+        let policy = options.redirectPolicy
         if case .refuse = policy.kind { return nil }
         let plan = RedirectPlan.make(
             for: request,

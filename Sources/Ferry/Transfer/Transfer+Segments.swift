@@ -25,13 +25,6 @@ extension Transfer {
         let rangesIgnored: Bool
     }
 
-    static var tooManyRestarts: FerryError {
-        FerryError(
-            .badServerResponse,
-            "Gave up after \(maximumRestarts) restarts: the server's answers to range requests do not fit together."
-        )
-    }
-
     /// A split download's run over `file`, recording its plan in checkpoints.
     func makeSegmentRun(
         _ plan: SegmentPlan,
@@ -49,60 +42,8 @@ extension Transfer {
         )
     }
 
-    /// After ``SegmentsAbandoned``: the record of the segments goes first, then their bytes;
-    /// the download starts over from byte 0 (with one connection if ranges were ignored),
-    /// unless it has restarted too often.
-    func startOver(
-        after abandoned: SegmentsAbandoned,
-        file: PartialFile,
-        request: URLRequest,
-        planner: inout ResumePlanner,
-        restarts: inout Int
-    ) throws {
-        restarts += 1
-        if restarts > Self.maximumRestarts { throw Self.tooManyRestarts }
-        logger.debug("starting over", metadata: ["why": "\(abandoned.reason)"])
-        try checkpoint(file, request: request, planner: planner).invalidate()
-        try file.truncate(to: 0)
-        planner.reset()
-        task.publish(.segments(1, reason: abandoned.rangesIgnored ? abandoned.reason : nil))
-        task.publish(.resumedAtOffset(0, expectedTotalBytes: nil))
-        task.setDownloadPosition(0, expected: nil)
-    }
-
-    /// After a split download's failure: records its segments and waits out the retry
-    /// policy's delay before they continue, or throws when the failure is final (the
-    /// segments stay recorded for `-c` and resume data).
-    func waitToContinue(_ run: SegmentRun, after error: any Error, retries: inout Int, policy: RetryPolicy) async throws
-    {
-        let failure = ferryError(from: error)
-        if Task.isCancelled || failure.reason == .cancelled { throw failure }
-        retries += 1
-        guard let delay = policy.delay(beforeRetry: retries, after: failure) else { throw failure }
-        logger.debug("retrying the segments", metadata: ["attempt": "\(retries)", "error": "\(failure)"])
-        task.publish(.willRetry(attempt: retries, delay: delay, error: failure))
-        try? run.checkpoint(force: true)
-        try await waitBeforeRetry(.seconds(delay))
-    }
-
     /// Connections this download may use.
-    var connectionsWanted: Int {
-        (task as? DownloadTask)?.maximumConnections ?? configuration.maximumConnectionsPerDownload
-    }
-
-    /// Why a first response cannot be split; `nil` when it can.
-    func splitRefusal(_ head: HTTPResponse, length: Int64?, validator: Validator?) -> String? {
-        guard let length else { return "the server did not announce the length" }
-        guard validator != nil else {
-            return "the response has no strong validator (ETag or Last-Modified): segments could mix two versions"
-        }
-        guard head.headers["Accept-Ranges"]?.lowercased().contains("bytes") == true else {
-            return "the server does not announce byte ranges (Accept-Ranges: bytes)"
-        }
-        let minimum = configuration.minimumSegmentSize
-        guard length >= 2 * minimum else { return "the file is smaller than two segments of \(minimum) bytes" }
-        return nil
-    }
+    var connectionsWanted: Int { options.connections }
 
     /// Fetches every unfinished segment of `run` over up to ``connectionsWanted``
     /// connections; `first` is the segment the first response's body already serves. Returns
@@ -128,7 +69,11 @@ extension Transfer {
             group.addTask { try await self.segmentWorker(run, request: request, first: first, lease: self.lease) }
             for _ in 1..<connections {
                 group.addTask {
-                    let lease = HostLimiter.Lease(self.engine.limiter, reservation: nil, priority: self.task.priority) {
+                    let lease = HostLimiter.Lease(
+                        self.engine.limiter,
+                        reservation: nil,
+                        priority: self.options.priority
+                    ) {
                         [task = self.task] in task.setQueued($0)
                     }
                     defer { lease.release() }

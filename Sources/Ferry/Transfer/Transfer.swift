@@ -32,6 +32,8 @@ final class Transfer: Sendable {
 
     /// ``SessionConfiguration/logger``, with the task's identifier.
     let logger: Logger
+    /// The task's settings, copied when the transfer started.
+    let options: TransferOptions
 
     /// The transfer's slot in the per-host limit: first for the origin of the original
     /// request (its place in the queue taken when the task was resumed), then for each hop's.
@@ -46,7 +48,9 @@ final class Transfer: Sendable {
         self.session = session
         self.origin = task
         self.active = Mutex(task)
-        self.lease = HostLimiter.Lease(session.engine.limiter, reservation: admission, priority: task.priority) {
+        let options = TransferOptions(task: task, configuration: session.configuration)
+        self.options = options
+        self.lease = HostLimiter.Lease(session.engine.limiter, reservation: admission, priority: options.priority) {
             queued in
             task.setQueued(queued)
         }

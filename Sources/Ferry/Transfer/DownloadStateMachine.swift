@@ -1,0 +1,238 @@
+import Foundation
+
+/// The download loop as a value: what a download does next, from its start through every
+/// response, failure and split, to its end. No I/O: it owns the ``ResumePlanner``, the
+/// retry budget, the count of restarts and whether the download is split; ``Transfer``
+/// performs each action it returns (sends, writes, waits, discards) and reports back.
+///
+/// ## Events and actions
+/// - ``next(bytesOnDisk:)`` — what to do now: continue the segments of a split download,
+///   or send the planner's next request (discarding bytes no request can continue).
+/// - ``responseArrived(_:for:bytesOnDisk:)`` — a response head, judged before a byte of its
+///   body is written: fail, restart, complete, write from the start (perhaps split across
+///   connections), or write a range.
+/// - ``splitStarted()``, ``wroteFromStart(upTo:)``, ``wroteRange(upTo:)``,
+///   ``segmentsCompleted()`` — the body (or every segment) was written.
+/// - ``failed(_:bytesOnDisk:cancelled:)`` — wait and retry, or fail.
+/// - ``segmentsAbandoned(reason:rangesIgnored:)`` — the segments do not fit together: start
+///   over (on one connection when ranges are ignored), or fail after too many restarts.
+///
+/// ## Guarantees
+/// - Every retry, of a single connection or of segments, spends the one ``RetryBudget``.
+/// - A download starts over at most ``Configuration/maximumRestarts`` times.
+/// - After a server ignored a range, the download never splits again.
+/// - Bytes the planner cannot continue are discarded (``Action/send(_:discardFirst:)``)
+///   before a request that would write over them.
+struct DownloadStateMachine: Sendable {
+    /// What the loop needs to know of the session and the task, copied when it starts.
+    struct Configuration: Sendable, Equatable {
+        /// Connections the download may use (`maximumConnections` of the task, or the session's).
+        var connections: Int
+        /// No segment is smaller (``SessionConfiguration/minimumSegmentSize``).
+        var minimumSegmentSize: Int64
+        /// Most times the download discards its bytes and starts over before failing.
+        var maximumRestarts = 3
+    }
+
+    /// What the owner does next.
+    enum Action: Sendable, Equatable {
+        /// Fetch the unfinished segments of the split download, then report
+        /// ``segmentsCompleted()``, ``segmentsAbandoned(reason:rangesIgnored:)`` or
+        /// ``failed(_:bytesOnDisk:cancelled:)``.
+        case continueSegments
+        /// Send a request for `plan`; with `discardFirst`, first invalidate the checkpoint
+        /// and empty the file (its bytes belong to no version a range can continue).
+        case send(ResumePlanner.RequestPlan, discardFirst: Bool)
+        /// Announce the retry, checkpoint what is on disk, wait `delay` seconds, then ask
+        /// ``next(bytesOnDisk:)``.
+        case wait(attempt: Int, delay: TimeInterval, after: FerryError)
+        /// Invalidate the checkpoint, empty the file and announce offset 0 (and one
+        /// connection, with `reason` when ranges were ignored), then ask ``next(bytesOnDisk:)``.
+        case startOver(reason: String, rangesIgnored: Bool)
+        /// Every byte is on disk.
+        case finish
+        /// The download fails with this error; the owner keeps or discards its bytes.
+        case fail(FerryError)
+    }
+
+    /// What one response head means, before a byte of its body is written.
+    enum ResponseAction: Sendable, Equatable {
+        /// A status the download cannot use: its body never touches the file. `status`: the
+        /// error is about the response's status (read it with its body).
+        case fail(FerryError, status: Bool)
+        /// The answer does not continue the bytes on disk: drain its body, invalidate the
+        /// checkpoint, empty the file (announce offset 0 if it had bytes), then `then`.
+        case restart(then: Action)
+        /// Nothing is missing: drain the body, then finish.
+        case complete
+        /// Write the body from byte 0, `expected` bytes if known; `restart` when it replaces
+        /// bytes of another version. `split` says whether to spread it over connections.
+        case writeFromStart(expected: Int64?, restart: ResumePlanner.RestartReason?, split: Split)
+        /// Write `length` bytes of the body, skipping its first `skip`, at `offset`.
+        case writeRange(offset: Int64, skip: Int64, length: Int64)
+    }
+
+    /// Whether a body written from the start is split across connections.
+    enum Split: Sendable, Equatable {
+        /// One connection: only one is wanted, or a server once ignored a range.
+        case no
+        /// More are wanted, but this response cannot be split, for the reason given.
+        case refused(String)
+        /// Split as the plan says: make the run, report ``splitStarted()``, fetch.
+        case into(SegmentPlan)
+    }
+
+    let configuration: Configuration
+    /// What the bytes on disk are and what to ask for next.
+    private(set) var planner: ResumePlanner
+    private(set) var retry: RetryBudget
+    /// Times the download discarded its bytes and started over.
+    private(set) var restarts = 0
+    /// Whether the download is split across connections now.
+    private(set) var isSplit: Bool
+    /// A server ignored a range: never split again.
+    private(set) var singleConnection = false
+
+    /// - Parameters:
+    ///   - planner: The planner, with what resume data says is on disk.
+    ///   - retry: The retry budget (the task's or the session's policy).
+    ///   - configuration: Connections and limits.
+    ///   - resumedSplit: The download continues segments that resume data recorded.
+    init(planner: ResumePlanner, retry: RetryBudget, configuration: Configuration, resumedSplit: Bool = false) {
+        self.planner = planner
+        self.retry = retry
+        self.configuration = configuration
+        self.isSplit = resumedSplit
+    }
+
+    /// What to do now, with `bytesOnDisk` in the partial file.
+    mutating func next(bytesOnDisk: Int64) -> Action {
+        if isSplit { return .continueSegments }
+        let plan = planner.nextRequest()
+        let discard = plan == .full && bytesOnDisk > 0
+        if discard { planner.reset() }
+        return .send(plan, discardFirst: discard)
+    }
+
+    /// A response head arrived for `plan`, with `bytesOnDisk` in the file.
+    mutating func responseArrived(
+        _ head: HTTPResponse,
+        for plan: ResumePlanner.RequestPlan,
+        bytesOnDisk: Int64
+    ) -> ResponseAction {
+        switch planner.evaluate(head, for: plan) {
+        case .fail(let error):
+            return .fail(error, status: error.reason.statusCode != nil)
+        case .restart:
+            planner.reset()
+            return .restart(then: askAgain(bytesOnDisk: 0))
+        case .complete:
+            return .complete
+        case .writeFromStart(let expected, let restart):
+            return .writeFromStart(expected: expected, restart: restart, split: split(head, length: expected))
+        case .writeRange(let offset, let skip, let length):
+            return .writeRange(offset: offset, skip: skip, length: length)
+        }
+    }
+
+    /// The first response's body is being split across connections.
+    mutating func splitStarted() { isSplit = true }
+
+    /// A body written from the start ended with `end` bytes on disk (as many as announced).
+    mutating func wroteFromStart(upTo end: Int64) -> Action {
+        planner.recordWritten(upTo: end)
+        return .finish
+    }
+
+    /// A range's body ended with `end` bytes on disk (all it promised): finished, or ask for
+    /// the rest (a short 206, or a total still unknown).
+    mutating func wroteRange(upTo end: Int64) -> Action {
+        planner.recordWritten(upTo: end)
+        return planner.isComplete ? .finish : askAgain(bytesOnDisk: end)
+    }
+
+    /// Every segment of the split download is written.
+    mutating func segmentsCompleted() -> Action {
+        if let total = planner.partial.totalLength { planner.recordWritten(upTo: total) }
+        return .finish
+    }
+
+    /// A request or its body failed with `error`, leaving `bytesOnDisk` (for one connection:
+    /// a prefix of the file that the planner continues). `cancelled`: the transfer's Swift
+    /// task was cancelled.
+    mutating func failed(_ error: FerryError, bytesOnDisk: Int64, cancelled: Bool) -> Action {
+        if !isSplit { planner.recordWritten(upTo: bytesOnDisk) }
+        switch retry.decide(after: error, cancelled: cancelled) {
+        case .giveUp: return .fail(error)
+        case .retry(let attempt, let delay): return .wait(attempt: attempt, delay: delay, after: error)
+        }
+    }
+
+    /// A file changed between segments, or the server ignored a range: start over from
+    /// byte 0, on one connection if ranges were ignored.
+    mutating func segmentsAbandoned(reason: String, rangesIgnored: Bool) -> Action {
+        if let failure = countRestart() { return failure }
+        planner.reset()
+        isSplit = false
+        singleConnection = singleConnection || rangesIgnored
+        return .startOver(reason: reason, rangesIgnored: rangesIgnored)
+    }
+
+    /// Records the bytes a failed download keeps (a split one: the written prefix).
+    mutating func recordWritten(upTo end: Int64) { planner.recordWritten(upTo: end) }
+
+    // MARK: Private
+
+    /// Asks for more after a response: a request from byte 0 counts as a restart.
+    private mutating func askAgain(bytesOnDisk: Int64) -> Action {
+        if planner.nextRequest() == .full, let failure = countRestart() { return failure }
+        return next(bytesOnDisk: bytesOnDisk)
+    }
+
+    private mutating func countRestart() -> Action? {
+        restarts += 1
+        return restarts > configuration.maximumRestarts
+            ? .fail(Self.tooManyRestarts(configuration.maximumRestarts)) : nil
+    }
+
+    private func split(_ head: HTTPResponse, length: Int64?) -> Split {
+        guard configuration.connections > 1, !singleConnection else { return .no }
+        if let refusal = Self.splitRefusal(
+            head,
+            length: length,
+            validator: planner.partial.validator,
+            minimumSegmentSize: configuration.minimumSegmentSize
+        ) {
+            return .refused(refusal)
+        }
+        guard let length else { return .no }
+        return .into(
+            SegmentPlan(length: length, count: configuration.connections, minimumSize: configuration.minimumSegmentSize)
+        )
+    }
+
+    /// Why a first response cannot be split; `nil` when it can.
+    static func splitRefusal(
+        _ head: HTTPResponse,
+        length: Int64?,
+        validator: Validator?,
+        minimumSegmentSize minimum: Int64
+    ) -> String? {
+        guard let length else { return "the server did not announce the length" }
+        guard validator != nil else {
+            return "the response has no strong validator (ETag or Last-Modified): segments could mix two versions"
+        }
+        guard head.headers["Accept-Ranges"]?.lowercased().contains("bytes") == true else {
+            return "the server does not announce byte ranges (Accept-Ranges: bytes)"
+        }
+        guard length >= 2 * minimum else { return "the file is smaller than two segments of \(minimum) bytes" }
+        return nil
+    }
+
+    static func tooManyRestarts(_ maximum: Int) -> FerryError {
+        FerryError(
+            .badServerResponse,
+            "Gave up after \(maximum) restarts: the server's answers to range requests do not fit together."
+        )
+    }
+}

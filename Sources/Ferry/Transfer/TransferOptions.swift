@@ -1,0 +1,38 @@
+import Foundation
+
+/// What a transfer uses of its task's settings, copied under the task's lock once, when the
+/// transfer starts (at ``SessionTask/resume()``): the transfer never reads the task's lock
+/// for them while it runs, and a setting changed after `resume()` does not change a
+/// transfer halfway (as URLSession documents for its tasks' properties).
+struct TransferOptions: Sendable {
+    /// The key of the download in the session's resume store.
+    let resumeKey: String
+    /// Whether the download continues the store's entry for its key.
+    let resumesFromStore: Bool
+    /// The digest the downloaded file must have.
+    let checksum: Checksum?
+    /// The task's retry policy, or the session's.
+    let retryPolicy: RetryPolicy
+    /// The task's redirect policy, or the session's.
+    let redirectPolicy: RedirectPolicy
+    /// Connections a download may use: the task's `maximumConnections`, or the session's.
+    let connections: Int
+    /// The task's priority among tasks waiting for a connection slot.
+    let priority: Float
+
+    init(task: SessionTask, configuration: SessionConfiguration) {
+        let settings = task.storage.withLock {
+            (
+                $0.resumeKey, $0.resumesFromStore, $0.checksum, $0.retryPolicy, $0.redirectPolicy,
+                $0.maximumConnections, $0.priority
+            )
+        }
+        resumeKey = settings.0 ?? task.originalRequest.url?.absoluteString ?? "\(task.taskIdentifier)"
+        resumesFromStore = settings.1
+        checksum = settings.2
+        retryPolicy = settings.3 ?? configuration.retryPolicy
+        redirectPolicy = settings.4 ?? configuration.redirectPolicy
+        connections = max(1, settings.5 ?? configuration.maximumConnectionsPerDownload)
+        priority = settings.6
+    }
+}
