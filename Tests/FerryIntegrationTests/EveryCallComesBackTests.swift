@@ -164,6 +164,46 @@ struct EveryCallComesBackTests {
         #expect(outcomes.value.count == 2)
     }
 
+    // MARK: Request bodies
+
+    /// `httpBodyStream` read inside the async body iterator blocked a thread of the
+    /// cooperative pool: more uploads from streams that wait for their writer (here FIFOs,
+    /// as Foundation on Linux has no bound stream pair) than the pool has threads parked
+    /// every thread, and the writers, tasks on the same pool, never ran.
+    @Test func uploadsFromBlockingStreamsLeaveTheCooperativePoolFree() async throws {
+        try await withServer { server in
+            let session = try makeSession { $0.httpMaximumConnectionsPerHost = 16 }
+            let directory = try makeTemporaryDirectory("fifos")
+            let count = ProcessInfo.processInfo.activeProcessorCount + 2
+            let size = 256 * 1024
+            let body = TestContent.data(size: Int64(size), seed: 8)
+            var tasks: [DataTask] = []
+            for index in 0..<count {
+                let fifo = directory.appendingPathComponent("body-\(index)")
+                #expect(mkfifo(fifo.path, 0o600) == 0)
+                var request = URLRequest(url: server.url("/sink"), method: .put)
+                request.httpBodyStream = InputStream(fileAtPath: fifo.path)
+                request.setValue("\(size)", forHTTPHeaderField: "Content-Length")
+                let task = session.dataTask(with: request)
+                task.resume()
+                tasks.append(task)
+            }
+            // The writers: tasks on the same pool that never block it (non-blocking opens and
+            // writes, waiting for the reader between tries).
+            for index in 0..<count {
+                let path = directory.appendingPathComponent("body-\(index)").path
+                Task { try await writeWithoutBlocking(body, toFIFO: path) }
+            }
+            for task in tasks {
+                let ended = await finishing(within: Self.bound) { await collectEvents(task.events).count }
+                #expect(ended != nil, "\(task) came back")
+                if ended == nil { task.cancel() }
+                let report = try? JSONDecoder().decode(SinkReport.self, from: task.receivedData ?? Data())
+                #expect(report?.sha256 == TestContent.sha256(size: Int64(size), seed: 8))
+            }
+        }
+    }
+
     // MARK: Completion handlers
 
     /// An upload from a file that does not exist fails as it is made, before its handler is
@@ -245,4 +285,30 @@ final class SilentListener: Sendable {
     }
 
     func close() { Glibc.close(descriptor) }
+}
+
+/// Writes `body` into the FIFO at `path` and closes it, without ever blocking the calling
+/// thread: opens and writes are non-blocking, and the task sleeps briefly while the FIFO has
+/// no reader yet or is full.
+private func writeWithoutBlocking(_ body: Data, toFIFO path: String) async throws {
+    var descriptor: Int32 = -1
+    while descriptor < 0 {
+        descriptor = open(path, O_WRONLY | O_NONBLOCK)
+        if descriptor < 0 {
+            guard errno == ENXIO else { return }  // no reader yet
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+    defer { close(descriptor) }
+    var offset = 0
+    while offset < body.count {
+        let written = body.withUnsafeBytes { write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
+        if written > 0 {
+            offset += written
+        } else if errno == EAGAIN || errno == EINTR {
+            try await Task.sleep(for: .milliseconds(5))
+        } else {
+            return
+        }
+    }
 }

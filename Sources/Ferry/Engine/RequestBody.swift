@@ -171,47 +171,6 @@ struct ByteChunks: AsyncSequence, Sendable {
     }
 }
 
-/// A Foundation `InputStream` (a request's `httpBodyStream`) as an async sequence of chunks,
-/// read 64 KiB at a time.
-///
-/// `@unchecked Sendable`: the stream is touched only by the one iterator that
-/// ``ByteChunks/oneShot(_:)`` lets exist, which reads it in order from one task at a time.
-struct InputStreamChunks: AsyncSequence, @unchecked Sendable {
-    typealias Element = Data
-    let stream: InputStream
-
-    init(_ stream: InputStream) { self.stream = stream }
-
-    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(stream: stream) }
-
-    struct AsyncIterator: AsyncIteratorProtocol {
-        let stream: InputStream
-        var opened = false
-
-        mutating func next() async throws -> Data? {
-            if !opened {
-                stream.open()
-                opened = true
-            }
-            var chunk = Data(count: 64 * 1024)
-            let count = chunk.withUnsafeMutableBytes { bytes in
-                guard let base = bytes.baseAddress else { return 0 }
-                return stream.read(base.assumingMemoryBound(to: UInt8.self), maxLength: bytes.count)
-            }
-            if count < 0 {
-                let reason = stream.streamError.map { "\($0)" } ?? "an unknown error"
-                stream.close()
-                throw FerryError(.uploadBodyFailed, "Reading the request's httpBodyStream failed: \(reason).")
-            }
-            if count == 0 {
-                stream.close()
-                return nil
-            }
-            return chunk.prefix(count)
-        }
-    }
-}
-
 /// Reads a file in chunks; checks that the file still has the length seen when the body was
 /// made, so a file that changed size is an error rather than a wrong body.
 final class FileChunkReader {
