@@ -230,6 +230,41 @@ struct SessionManagerURLTests {
         #expect(throws: FerryError.self) { try unrooted.url(for: "users") }
     }
 
+    /// `HEAD` in AFNetworking's shape: `success` with the task holding the accepted head,
+    /// `failure` once for an unacceptable status; httpbin reads the manager's arrays as
+    /// AFNetworking writes them (`tag[]=a&tag[]=b`).
+    @Test func headCallsSuccessWithTheTaskAndArraysGoWithBrackets() async throws {
+        try await withHttpbin { httpbin in
+            let api = try HTTPSessionManager(baseURL: URL(string: httpbin.url("/")))
+            let heads = AsyncStream<(DataTask?, FerryError?)>.makeStream()
+            api.head(
+                "bytes/100",
+                success: { heads.continuation.yield(($0, nil)) },
+                failure: { heads.continuation.yield(($0, $1)) }
+            )
+            api.head(
+                "status/404",
+                success: { heads.continuation.yield(($0, nil)) },
+                failure: { heads.continuation.yield(($0, $1)) }
+            )
+            var outcomes: [(DataTask?, FerryError?)] = []
+            for await outcome in heads.stream {
+                outcomes.append(outcome)
+                if outcomes.count == 2 { break }
+            }
+            let accepted = outcomes.first { $0.1 == nil }
+            #expect(accepted?.0?.response?.headers["Content-Length"] == "100")
+            #expect(outcomes.contains { $0.1?.reason == .unacceptableStatusCode(404) })
+
+            let echo = try HTTPSessionManager(
+                baseURL: URL(string: httpbin.url("/anything/")),
+                responseSerializer: .decodable(HttpbinArgs.self)
+            )
+            let (reply, _) = try await echo.get("list", parameters: ["tag": ["a", "b"]])
+            #expect(reply.args["tag[]"] == .many(["a", "b"]))
+        }
+    }
+
     @Test func getAndDeleteCarryParametersInTheQueryOthersInTheBody() throws {
         let api = try HTTPSessionManager(baseURL: URL(string: "http://api.example.com/"))
         let get = try api.request(.get, "search", parameters: ["q": "a b"])
@@ -239,4 +274,23 @@ struct SessionManagerURLTests {
         #expect(post.url?.absoluteString == "http://api.example.com/search")
         #expect(post.httpBody.map { String(decoding: $0, as: UTF8.self) } == "q=a+b")
     }
+}
+
+/// httpbin's `args`: one value, or a list when a name repeats.
+struct HttpbinArgs: Decodable, Sendable {
+    enum Value: Decodable, Sendable, Equatable {
+        case one(String)
+        case many([String])
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            if let list = try? container.decode([String].self) {
+                self = .many(list)
+            } else {
+                self = .one(try container.decode(String.self))
+            }
+        }
+    }
+
+    var args: [String: Value]
 }

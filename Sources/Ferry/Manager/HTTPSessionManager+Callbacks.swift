@@ -110,6 +110,31 @@ extension HTTPSessionManager {
         start(.patch, path, parameters, headers, success: success, failure: failure)
     }
 
+    /// `HEAD path` with `parameters` in the query (AFNetworking's
+    /// `HEAD:parameters:headers:success:failure:`): `success` gets the task, whose
+    /// ``SessionTask/response`` is the accepted response head.
+    @discardableResult
+    public func head(
+        _ path: String,
+        parameters: (any Encodable & Sendable)? = nil,
+        headers: [String: String] = [:],
+        success: @escaping @Sendable (DataTask) -> Void,
+        failure: @escaping Failure
+    ) -> DataTask? {
+        let request: URLRequest
+        do throws(FerryError) {
+            request = try self.request(.head, path, parameters: parameters, headers: headers)
+        } catch {
+            Task { failure(nil, error) }
+            return nil
+        }
+        return run(session.dataTask(with: request), upload: nil, download: nil, failure: failure) {
+            [self] task, response throws(FerryError) in
+            try validate(response, body: task.receivedData ?? Data())
+            success(task)
+        }
+    }
+
     /// `DELETE path` with `parameters` in the query.
     @discardableResult
     public func delete(
@@ -150,7 +175,8 @@ extension HTTPSessionManager {
         )
     }
 
-    /// Sets the closures on `task` and resumes it.
+    /// Sets the closures on `task` and resumes it; an accepted response's body is
+    /// serialized for `success`.
     private func run(
         _ task: DataTask,
         upload: (@Sendable (TransferProgress) -> Void)?,
@@ -158,9 +184,24 @@ extension HTTPSessionManager {
         success: @escaping Success,
         failure: @escaping Failure
     ) -> DataTask {
+        run(task, upload: upload, download: download, failure: failure) { [self] task, response throws(FerryError) in
+            let (value, _) = try serialize(task.receivedData ?? Data(), response: response)
+            success(task, value)
+        }
+    }
+
+    /// Sets the closures on `task` and resumes it: `failure` once if the task fails, has no
+    /// response or `deliver` throws; otherwise `deliver`, which calls `success`.
+    private func run(
+        _ task: DataTask,
+        upload: (@Sendable (TransferProgress) -> Void)?,
+        download: (@Sendable (TransferProgress) -> Void)?,
+        failure: @escaping Failure,
+        deliver: @escaping @Sendable (DataTask, HTTPResponse) throws(FerryError) -> Void
+    ) -> DataTask {
         if let upload { task.onUploadProgress(upload) }
         if let download { task.onDownloadProgress(download) }
-        task.setCompletionHandler { [self] completed, error in
+        task.setCompletionHandler { completed, error in
             // Always a data task: the one this closure was set on (not captured, which would
             // make the task hold itself).
             guard let task = completed as? DataTask else { return }
@@ -173,8 +214,7 @@ extension HTTPSessionManager {
                 return
             }
             do throws(FerryError) {
-                let (value, _) = try serialize(task.receivedData ?? Data(), response: response)
-                success(task, value)
+                try deliver(task, response)
             } catch {
                 failure(task, error)
             }
