@@ -193,7 +193,8 @@ extension DaemonCommand {
         }
         let address = "\(server.socketPath)?token=\(token)"
         try FileSystem.writeAtomically(Data((address + "\n").utf8), to: file)
-        logger.notice("web interface: open \(address)")
+        // The token stays out of the log (the journal, under systemd, is read by others).
+        logger.notice("web interface on \(server.socketPath): `ferry web` prints its address with the token")
         return server
     }
 }

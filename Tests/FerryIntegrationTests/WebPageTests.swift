@@ -70,6 +70,10 @@ private struct WebDaemon {
         let mode = try FileManager.default.attributesOfItem(atPath: file.path)[.posixPermissions] as? Int
         #expect(mode == 0o600)
         #expect(try String(contentsOf: file, encoding: .utf8).contains(web.token))
+        // ...and never in the daemon's log (the journal, under systemd, is read by others).
+        let log = try String(contentsOf: web.daemon.directory.appendingPathComponent("daemon.err"), encoding: .utf8)
+        #expect(log.contains("web interface on"), "\(log)")
+        #expect(!log.contains(web.token))
 
         // The page: with the token, under a policy that allows only itself.
         let headers = try await ProcessRunner.run("/usr/bin/curl", ["-sS", "-D", "-", web.address])

@@ -31,6 +31,24 @@ struct WebGateTests {
         #expect(refusal(decide("GET", "/favicon.ico", [host]))! == (404, "notFound"))
     }
 
+    /// After the script took the token out of the address bar, a reload brings the page's
+    /// cookie; the cookie never opens the API.
+    @Test func aReloadOfThePageMayCarryItsCookieInstead() {
+        let host = (name: "Host", value: "127.0.0.1:6801")
+        #expect(gate.pageCookie == "ferry-web-token=s3cret-token; HttpOnly; SameSite=Strict; Path=/")
+        #expect(decide("GET", "/", [host, (name: "Cookie", value: "a=b; ferry-web-token=s3cret-token")]) == .page)
+        #expect(
+            refusal(decide("GET", "/", [host, (name: "Cookie", value: "ferry-web-token=wrong")]))! == (
+                401, "unauthorized"
+            )
+        )
+        #expect(
+            refusal(decide("GET", "/", [host, (name: "Cookie", value: "other=s3cret-token")]))! == (401, "unauthorized")
+        )
+        let cookie = (name: "Cookie", value: "ferry-web-token=s3cret-token")
+        #expect(refusal(decide("GET", "/v1/tasks", [host, cookie]))! == (401, "unauthorized"))
+    }
+
     @Test func theAPINeedsTheTokenAsABearer() {
         let host = (name: "Host", value: "127.0.0.1:6801")
         #expect(decide("GET", "/v1/tasks", [host, bearer]) == .api)

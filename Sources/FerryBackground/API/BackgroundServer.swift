@@ -185,6 +185,7 @@ package final class BackgroundServer: Sendable {
         switch web.gate.decide(method: request.method.rawValue, target: request.uri, headers: headers) {
         case .page:
             response = web.page.response
+            response.headers.append(("Set-Cookie", web.gate.pageCookie))
         case .api:
             response = await router.respond(method: request.method.rawValue, target: request.uri, body: body)
         case .refuse(let status, let code, let message):

@@ -9,8 +9,11 @@ import Foundation
 /// 2. an `Origin` other than ours, or `Sec-Fetch-Site` saying another site, is refused on
 ///    every request, reads and changes alike (a browser sends `Origin` with every change;
 ///    curl and scripts send none, and need the token all the same);
-/// 3. the page (`GET /?token=…`) and the API (`/v1/…` with `Authorization: Bearer …`) need
-///    the token the daemon made at start, compared in constant time.
+/// 3. the page (`GET /?token=…`, or `GET /` with the ``cookieName`` cookie the page sets,
+///    `HttpOnly` and `SameSite=Strict`, so that a reload works once the script has taken the
+///    token out of the address bar) and the API (`/v1/…` with `Authorization: Bearer …`)
+///    need the token the daemon made at start, compared in constant time. The page itself
+///    holds no secret: its script keeps the token in the tab's session storage.
 /// No CORS header is ever sent, so a preflight (`OPTIONS`) is refused as well.
 struct WebGate: Sendable, Equatable {
     /// What the server does with a request.
@@ -23,8 +26,14 @@ struct WebGate: Sendable, Equatable {
         case refuse(status: Int, code: String, message: String)
     }
 
+    /// The cookie that lets the page be fetched again without the token in its address.
+    static let cookieName = "ferry-web-token"
+
     /// The random token (URL-safe characters only).
     let token: String
+
+    /// `Set-Cookie` for the page's answer.
+    var pageCookie: String { "\(Self.cookieName)=\(token); HttpOnly; SameSite=Strict; Path=/" }
     /// `host:port` forms a browser may send in `Host` for the bound address, lowercased.
     let authorities: Set<String>
 
@@ -76,8 +85,16 @@ struct WebGate: Sendable, Equatable {
             guard method == "GET" || method == "HEAD" else {
                 return .refuse(status: 405, code: "methodNotAllowed", message: "\(method) is not allowed on /.")
             }
+            let cookies = values("Cookie").flatMap { $0.split(separator: ";") }.compactMap { pair -> String? in
+                let parts = pair.split(separator: "=", maxSplits: 1)
+                guard parts.count == 2, parts[0].trimmingCharacters(in: .whitespaces) == Self.cookieName else {
+                    return nil
+                }
+                return String(parts[1]).trimmingCharacters(in: .whitespaces)
+            }
             let given = components?.queryItems?.first { $0.name == "token" }?.value
-            guard let given, Self.same(given, token) else {
+            guard (given.map { Self.same($0, token) } ?? false) || cookies.contains(where: { Self.same($0, token) })
+            else {
                 return .refuse(
                     status: 401,
                     code: "unauthorized",

@@ -29,7 +29,14 @@ extension WebPage {
 
         "use strict";
         (() => {
-          const token = new URLSearchParams(location.search).get("token") || "";
+          // The token leaves the address bar (and the history) at once; the tab keeps it for
+          // its API calls, and a cookie the page came with lets a reload fetch the page again.
+          const given = new URLSearchParams(location.search).get("token");
+          if (given) {
+            sessionStorage.setItem("ferry-token", given);
+            history.replaceState(null, "", "/");
+          }
+          const token = given || sessionStorage.getItem("ferry-token") || "";
           const $ = (id) => document.getElementById(id);
           const samples = new Map();
           const rows = new Map();

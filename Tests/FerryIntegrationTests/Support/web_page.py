@@ -61,6 +61,11 @@ def main():
 
         driver.get(page)
         wait_for("the empty list", lambda: driver.find_element(By.ID, "empty").is_displayed())
+        # The token leaves the address bar at once; a reload still shows the page.
+        if "token" in driver.current_url:
+            fail("the token stayed in the page's address: " + driver.current_url)
+        driver.refresh()
+        wait_for("the empty list after a reload", lambda: driver.find_element(By.ID, "empty").is_displayed())
         driver.find_element(By.ID, "url").send_keys(file_url)
         field = driver.find_element(By.ID, "folder")
         field.clear()
