@@ -91,3 +91,21 @@ func thrownError(_ body: () async throws -> Void) async -> (any Error)? {
         return error
     }
 }
+
+/// Established TCP connections from a local client to `port` on this machine (read from
+/// `/proc/net/tcp` and `tcp6`): a check that a call closed its connection that other tests
+/// running in parallel cannot disturb.
+func establishedConnections(toPort port: Int) -> Int {
+    let hexPort = String(format: ":%04X", port)
+    var count = 0
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+        for line in text.split(separator: "\n").dropFirst() {
+            let fields = line.split(separator: " ")
+            // local_address rem_address st: a client's socket has the server's port remote.
+            guard fields.count > 3 else { continue }
+            if fields[2].hasSuffix(hexPort), fields[3] == "01" { count += 1 }
+        }
+    }
+    return count
+}

@@ -75,6 +75,35 @@ struct UpgradeTests {
         #expect(await completion(of: stream)?.reason == .cancelled)
     }
 
+    /// The session stops taking tasks while the upgrade is answered: no stream task is
+    /// made, the data task fails with the reason, and the connection is closed (it used to
+    /// stay open, adopted by a stream task the session had refused).
+    @Test func anUpgradeAnsweredAfterTheSessionWasInvalidatedClosesItsConnection() async throws {
+        let server = try await ServerProcess("/usr/bin/env", ["python3", WebSocketEcho.script.path, "PORT"])
+        defer { server.stop() }
+        let session = try makeSession()
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(server.port)/")!)
+        request.setValue("websocket", forHTTPHeaderField: "Upgrade")
+        request.setValue("Upgrade", forHTTPHeaderField: "Connection")
+        request.setValue("dGhlIHNhbXBsZSBub25jZQ==", forHTTPHeaderField: "Sec-WebSocket-Key")
+        request.setValue("13", forHTTPHeaderField: "Sec-WebSocket-Version")
+        let task = session.dataTask(with: request)
+        let events = task.events
+        task.resume()
+        session.finishTasksAndInvalidate()
+        let seen = await collectEvents(events)
+        #expect(task.error?.reason == .sessionInvalidated, "\(String(describing: task.error))")
+        #expect(!seen.map(\.name).contains("becameStreamTask"))
+        // The upgrade's connection is closed (waited for, as a close is asynchronous; the
+        // bound is a ceiling).
+        var open = establishedConnections(toPort: server.port)
+        for _ in 0..<400 where open > 0 {
+            try await Task.sleep(for: .milliseconds(25))
+            open = establishedConnections(toPort: server.port)
+        }
+        #expect(open == 0, "\(open) connections to the server still open")
+    }
+
     @Test func aRefusedUpgradeIsAnOrdinaryResponseWithItsBody() async throws {
         let server = try await ServerProcess("/usr/bin/env", ["python3", WebSocketEcho.script.path, "PORT"])
         defer { server.stop() }

@@ -266,9 +266,10 @@ public final class Session: Sendable {
     }
 
     /// A running stream task on the connection a data task's `Upgrade` or `CONNECT` opened;
-    /// the data task announces it before it completes.
+    /// the data task announces it before it completes. Throws when the session was
+    /// invalidated meanwhile: the stream task it refused has closed the connection.
     @discardableResult
-    func adoptStream(_ connection: StreamConnection, from dataTask: DataTask) -> StreamTask {
+    func adoptStream(_ connection: StreamConnection, from dataTask: DataTask) throws(FerryError) -> StreamTask {
         let stream = register { identifier in
             StreamTask(
                 identifier: identifier,
@@ -276,6 +277,9 @@ public final class Session: Sendable {
                 plan: .socket(connection),
                 session: self
             )
+        }
+        if stream.state == .completed {
+            throw stream.error ?? FerryError(.sessionInvalidated, "The session was invalidated during the upgrade.")
         }
         stream.resume()
         dataTask.publish(.becameStreamTask(stream))

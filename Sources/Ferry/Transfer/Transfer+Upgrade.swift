@@ -91,7 +91,7 @@ extension Transfer {
             origin.didReceive(response: response)
             connection.unread(rest)
             guard origin.transferWillFinish() else { throw CancellationError() }
-            session.adoptStream(connection, from: dataTask)
+            try session.adoptStream(connection, from: dataTask)
             return .becameStreamTask
         } catch {
             connection.close()
