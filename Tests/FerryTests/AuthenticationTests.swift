@@ -65,12 +65,12 @@ struct AuthenticationTests {
             #"Digest realm="s", nonce="2", algorithm=SHA-256, qop="auth""#,
             #"Digest realm="x", nonce="3", algorithm=SHA-512-256"#,
         ])
-        #expect(Transfer.strongest(offered)?.realm == "s")
-        #expect(Transfer.strongest(Array(offered.prefix(2)))?.realm == "m")
-        #expect(Transfer.strongest(Array(offered.prefix(1)))?.method == .basic)
+        #expect(AnswerableChallenge.strongest(offered)?.realm == "s")
+        #expect(AnswerableChallenge.strongest(Array(offered.prefix(2)))?.realm == "m")
+        #expect(AnswerableChallenge.strongest(Array(offered.prefix(1)))?.method == .basic)
         // Only auth-int, an unknown algorithm, or no nonce: nothing Ferry answers.
         #expect(DigestAuthentication(Challenge.parse([#"Digest realm="r", nonce="n", qop="auth-int""#])[0]) == nil)
-        #expect(Transfer.strongest(Array(offered.suffix(1))) == nil)
+        #expect(AnswerableChallenge.strongest(Array(offered.suffix(1))) == nil)
         #expect(DigestAuthentication(Challenge.parse([#"Digest realm="r""#])[0]) == nil)
     }
 

@@ -7,7 +7,6 @@ import FoundationNetworking
 extension Transfer {
     /// Most answers to challenges for one request: a delegate that keeps offering refused
     /// credentials does not loop forever; the `401` is delivered instead.
-    static let maximumChallengeAnswers = 5
 
     /// The request to send again with credentials after `response`, or `nil` when the response
     /// stands (not a challenge, nothing to answer with, or the delegate said so).
@@ -24,11 +23,11 @@ extension Transfer {
         failures: Int,
         userAuthorization: Bool
     ) async throws -> URLRequest? {
-        guard response.statusCode == 401, !userAuthorization, failures < Self.maximumChallengeAnswers,
+        guard response.statusCode == 401, !userAuthorization, failures < AnswerableChallenge.maximumAnswers,
             let url = request.url
         else { return nil }
         let challenges = Challenge.parse(response.headers.values(for: "WWW-Authenticate"))
-        guard let chosen = Self.strongest(challenges) else { return nil }
+        guard let chosen = AnswerableChallenge.strongest(challenges) else { return nil }
         let space = ProtectionSpace(url: url, realm: chosen.realm, authenticationMethod: chosen.method)
         let sameOrigin = Origin(url) == home
         let proposed = sameOrigin ? configuration.credential : nil
@@ -54,8 +53,8 @@ extension Transfer {
     /// the proxy's configured credential, then the credential store; the strongest scheme
     /// offered. A Digest answer is computed for `CONNECT host:port`.
     func authenticateProxy(_ challenge: ProxyChallenge, failures: Int) async throws -> String? {
-        guard failures < Self.maximumChallengeAnswers,
-            let chosen = Self.strongest(Challenge.parse(challenge.challenges))
+        guard failures < AnswerableChallenge.maximumAnswers,
+            let chosen = AnswerableChallenge.strongest(Challenge.parse(challenge.challenges))
         else { return nil }
         let proxy = challenge.proxy
         let space = ProtectionSpace(
@@ -120,19 +119,24 @@ extension Transfer {
             )
         }
     }
+}
 
-    /// A challenge Ferry can answer.
-    struct AnswerableChallenge {
-        let realm: String?
-        let method: ProtectionSpace.AuthenticationMethod
-        let digest: DigestAuthentication?
+/// A challenge Ferry can answer, and which one of those offered it answers: the strongest
+/// Digest (RFC 7616), else Basic. A value with no I/O.
+struct AnswerableChallenge {
+    let realm: String?
+    let method: ProtectionSpace.AuthenticationMethod
+    let digest: DigestAuthentication?
 
-        func authorization(_ credential: Credential, request: URLRequest) -> String {
-            guard let digest, let url = request.url else { return credential.authorization }
-            return digest.authorization(for: credential, method: request.method.rawValue, uri: url.requestTarget)
-        }
+    func authorization(_ credential: Credential, request: URLRequest) -> String {
+        guard let digest, let url = request.url else { return credential.authorization }
+        return digest.authorization(for: credential, method: request.method.rawValue, uri: url.requestTarget)
     }
 
+    /// Most answers to one origin's (or the proxy's) challenges before the refusal stands.
+    static let maximumAnswers = 5
+
+    /// The strongest challenge of those offered that Ferry can answer.
     static func strongest(_ challenges: [Challenge]) -> AnswerableChallenge? {
         let digests = challenges.compactMap(DigestAuthentication.init).sorted {
             $0.algorithm.strength > $1.algorithm.strength

@@ -56,15 +56,19 @@ extension Transfer {
         for (name, value) in fields {
             let lower = name.lowercased()
             if lower == "content-length" || lower == "transfer-encoding" { continue }
-            guard Self.isValidHeader(name: name, value: value) else {
+            guard HeaderFields.isValid(name: name, value: value) else {
                 throw FerryError(.invalidRequest, "The header '\(name)' has a name or value with CR, LF or NUL.")
             }
             headers.add(name: name, value: value)
         }
         return headers
     }
+}
 
-    static func isValidHeader(name: String, value: String) -> Bool {
+extension HeaderFields {
+    /// Whether a field may be sent: a non-empty name without space, colon, CR, LF or NUL,
+    /// and a value without CR, LF or NUL (no header injection).
+    static func isValid(name: String, value: String) -> Bool {
         guard !name.isEmpty else { return false }
         let forbidden: Set<UInt8> = [0x0D, 0x0A, 0x00]
         if name.utf8.contains(where: { forbidden.contains($0) || $0 == 0x20 || $0 == UInt8(ascii: ":") }) {

@@ -9,18 +9,14 @@ import FoundationNetworking
 /// identifier (`ferry-task`); request and response heads carry their text, credentials
 /// redacted, under `ferry-head` (`ferry get -v` prints them as `curl -v` does).
 extension Transfer {
-    /// The metadata key of a head's text, and its kind (`request` or `response`).
-    static let headKey = "ferry-head"
-    static let headKindKey = "ferry-head-kind"
-
     func logRequest(_ request: URLRequest) {
         logger.debug(
             "request",
             metadata: [
                 "method": "\(request.method.rawValue)",
                 "url": "\(request.url?.absoluteString ?? "")",
-                Self.headKindKey: "request",
-                Self.headKey: "\(HeadText.request(request))",
+                HeadText.kindKey: "request",
+                HeadText.key: "\(HeadText.request(request))",
             ]
         )
     }
@@ -31,8 +27,8 @@ extension Transfer {
             metadata: [
                 "status": "\(head.statusCode)",
                 "url": "\(head.url.absoluteString)",
-                Self.headKindKey: "response",
-                Self.headKey: "\(HeadText.response(head))",
+                HeadText.kindKey: "response",
+                HeadText.key: "\(HeadText.response(head))",
             ]
         )
     }
@@ -41,6 +37,9 @@ extension Transfer {
 /// Request and response heads as text (`GET /path HTTP/1.1`, fields one a line), with the
 /// values of credential fields replaced by `<redacted>`.
 enum HeadText {
+    /// The metadata key of a head's text, and its kind (`request` or `response`).
+    static let key = "ferry-head"
+    static let kindKey = "ferry-head-kind"
     /// The credential fields, and the cookies a response sets.
     static let secretFields = HeaderFields.credentialNames.union(["set-cookie"])
 

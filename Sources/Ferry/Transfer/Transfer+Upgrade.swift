@@ -12,7 +12,19 @@ import FoundationNetworking
 /// this one request itself on a ``StreamConnection``; on success the connection becomes a
 /// ``StreamTask`` (`didBecome streamTask`, as URLSession's `didBecomeStreamTask`), otherwise
 /// the response and its body complete the data task as any other would.
-extension Transfer {
+///
+/// A value made by the transfer for such a request; it uses the transfer for the task,
+/// the session and its configuration, and logs through it.
+struct Upgrader: Sendable {
+    let transfer: Transfer
+
+    var origin: SessionTask { transfer.origin }
+    var session: Session { transfer.session }
+    var configuration: SessionConfiguration { transfer.configuration }
+    var idleTimeout: TimeInterval { transfer.options.idleTimeout }
+}
+
+extension Upgrader {
     /// Whether `request` asks to leave HTTP.
     static func leavesHTTP(_ request: URLRequest) -> Bool {
         request.method == .connect || request.value(forHTTPHeaderField: "Upgrade") != nil
@@ -51,7 +63,7 @@ extension Transfer {
         {
             outgoing.setValue(value, forHTTPHeaderField: "Cookie")
         }
-        for field in try headers(for: outgoing) { head += "\(field.name): \(field.value)\r\n" }
+        for field in try transfer.headers(for: outgoing) { head += "\(field.name): \(field.value)\r\n" }
         let body = request.httpBody ?? Data()
         if !body.isEmpty { head += "Content-Length: \(body.count)\r\n" }
         head += "\r\n"
@@ -59,11 +71,11 @@ extension Transfer {
         do {
             _ = try await connection.open(timeout: idleTimeout)
             if scheme == "https" && !connecting {
-                try await connection.startSecureConnection(engine.tls.configuration(forHost: host))
+                try await connection.startSecureConnection(transfer.engine.tls.configuration(forHost: host))
             }
             origin.touch()
-            sentRequest.withLock { $0 = outgoing }
-            logRequest(outgoing)
+            transfer.sentRequest.withLock { $0 = outgoing }
+            transfer.logRequest(outgoing)
             try await connection.write(Data(head.utf8) + body, timeout: idleTimeout)
             let (parsed, rest) = try await readHead(from: connection)
             let response = HTTPResponse(
@@ -73,7 +85,7 @@ extension Transfer {
                 headers: HeaderFields(parsed.fields),
                 httpVersion: parsed.version
             )
-            logResponse(response)
+            transfer.logResponse(response)
             configuration.cookieStore?.store(setCookieFields: response.headers.values(for: "Set-Cookie"), from: url)
             let switched = connecting ? (200..<300).contains(response.statusCode) : response.statusCode == 101
             guard switched, let dataTask = origin as? DataTask else {

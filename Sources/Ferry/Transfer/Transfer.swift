@@ -62,22 +62,6 @@ final class Transfer: Sendable {
 
     var configuration: SessionConfiguration { session.configuration }
 
-    /// The request's own `timeoutInterval` when it was set (anything but Foundation's
-    /// default of 60 s), else the configuration's `timeoutIntervalForRequest`: as with
-    /// URLSession, one request may have a shorter or longer idle timeout than its session.
-    var idleTimeout: TimeInterval {
-        let requested = origin.originalRequest.timeoutInterval
-        return requested > 0 && requested != Self.foundationDefaultTimeout
-            ? requested : configuration.timeoutIntervalForRequest
-    }
-
-    private var idleTimeoutSource: String {
-        idleTimeout == configuration.timeoutIntervalForRequest
-            ? "timeoutIntervalForRequest" : "the request's timeoutInterval"
-    }
-
-    /// `URLRequest(url:)`'s `timeoutInterval`.
-    static let foundationDefaultTimeout: TimeInterval = 60
     var engine: Engine { session.engine }
     /// The task this transfer was started for.
     var task: SessionTask { origin }
@@ -121,7 +105,7 @@ final class Transfer: Sendable {
     /// cancellation of the transfer's Swift task; ``ferryError(from:)`` then reports the
     /// timeout, and a download keeps its bytes for a resume, as after any failure.
     func checkTimeouts() {
-        let idle = Duration.seconds(idleTimeout)
+        let idle = Duration.seconds(options.idleTimeout)
         let resource = Duration.seconds(configuration.timeoutIntervalForResource)
         let deadlines = active.withLock { $0 }.timeoutDeadlines(idle: idle, resource: resource)
         let now = ContinuousClock.now
@@ -134,7 +118,7 @@ final class Transfer: Sendable {
         } else if let idleDeadline = deadlines.idle, now >= idleDeadline {
             timeout = FerryError(
                 .timedOut(.idle),
-                "No data moved for \(idleTimeout) s (\(idleTimeoutSource))."
+                "No data moved for \(options.idleTimeout) s (\(options.idleTimeoutSource))."
             )
         } else {
             return
@@ -149,7 +133,7 @@ final class Transfer: Sendable {
     private func perform() async throws -> TaskOutcome {
         switch origin.plan {
         case .download(let delivery, let resume):
-            return try await download(delivery: delivery, resume: resume)
+            return try await Downloader(transfer: self).download(delivery: delivery, resume: resume)
         case .socket:
             throw FerryError(.unsupportedConfiguration, "A stream task has no HTTP transfer.")
         case .stream(let sink):
@@ -157,18 +141,18 @@ final class Transfer: Sendable {
             return try await send(request, body: try RequestBody.of(request)) { body, head in
                 try await stream(body, head: head, to: sink)
             }
-        case .data where Self.leavesHTTP(origin.originalRequest):
-            return try await upgrade(origin.originalRequest)
+        case .data where Upgrader.leavesHTTP(origin.originalRequest):
+            return try await Upgrader(transfer: self).upgrade(origin.originalRequest)
         case .data, .upload:
             let request = origin.originalRequest
             if case .data = origin.plan, let cache = configuration.responseCache,
                 request.method == .get, request.httpBody == nil
             {
-                return try await loadThroughCache(request, cache: cache)
+                return try await DataLoad(transfer: self).loadThroughCache(request, cache: cache)
             }
             let body = try initialBody(for: request)
             return try await send(request, body: body) { body, head in
-                try await consumeInMemory(body, head: head)
+                try await DataLoad(transfer: self).consumeInMemory(body, head: head)
             }
         }
     }

@@ -19,6 +19,15 @@ struct TransferOptions: Sendable {
     let connections: Int
     /// The task's priority among tasks waiting for a connection slot.
     let priority: Float
+    /// The request's own `timeoutInterval` when it was set (anything but Foundation's
+    /// default of 60 s), else the configuration's `timeoutIntervalForRequest`: as with
+    /// URLSession, one request may have a shorter or longer idle timeout than its session.
+    let idleTimeout: TimeInterval
+    /// Where ``idleTimeout`` comes from, for the timeout's message.
+    let idleTimeoutSource: String
+
+    /// `URLRequest(url:)`'s `timeoutInterval`.
+    static let foundationDefaultTimeout: TimeInterval = 60
 
     init(task: SessionTask, configuration: SessionConfiguration) {
         let settings = task.storage.withLock {
@@ -34,5 +43,9 @@ struct TransferOptions: Sendable {
         redirectPolicy = settings.4 ?? configuration.redirectPolicy
         connections = max(1, settings.5 ?? configuration.maximumConnectionsPerDownload)
         priority = settings.6
+        let requested = task.originalRequest.timeoutInterval
+        let own = requested > 0 && requested != Self.foundationDefaultTimeout
+        idleTimeout = own ? requested : configuration.timeoutIntervalForRequest
+        idleTimeoutSource = own ? "the request's timeoutInterval" : "timeoutIntervalForRequest"
     }
 }

@@ -7,7 +7,7 @@ import FoundationNetworking
 
 /// What a download keeps between its requests and across failures: the request for each
 /// plan, its checkpoints and resume data, and whether its bytes are kept or discarded.
-extension Transfer {
+extension Downloader {
     /// Says what the next request asks for: the whole body, or the rest from a byte offset.
     func logPlan(_ plan: ResumePlanner.RequestPlan, bytesOnDisk: Int64) {
         switch plan {

@@ -5,7 +5,7 @@ import NIOCore
 import FoundationNetworking
 #endif
 
-extension Transfer {
+extension DataLoad {
     /// A data task's `GET` through the session's ``ResponseCache``, as the request's
     /// `cachePolicy` says (see ``ResponseCache``).
     func loadThroughCache(_ request: URLRequest, cache: ResponseCache) async throws -> TaskOutcome {
@@ -29,17 +29,17 @@ extension Transfer {
         }
         let conditional = stored.flatMap { CacheRules.conditionalRequest(request, for: $0) } ?? request
         let requestTime = Date()
-        return try await send(conditional, body: nil) { body, head in
+        return try await transfer.send(conditional, body: nil) { body, head in
             // Judged by the request as it went out (credentials an interceptor or a
             // challenge added count), filed under the URL that answered (a redirect's
             // target is not the URL first asked for).
-            var sent = sentRequest.withLock { $0 } ?? request
+            var sent = transfer.sentRequest.withLock { $0 } ?? request
             sent.cachePolicy = request.cachePolicy
             var key = request
             key.url = head.url
             if head.statusCode == 304, let stored {
                 // Not modified: the stored body, with the 304's fresh metadata.
-                await drain(body)
+                await transfer.drain(body)
                 let freshened = stored.freshened(by: head, requestTime: requestTime, responseTime: Date())
                 if CacheRules.isStorable(head, for: sent) || CacheRules.isStorable(stored.response, for: sent),
                     let accepted = await willCache(freshened)

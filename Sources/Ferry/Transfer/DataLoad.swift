@@ -13,7 +13,21 @@ import FoundationNetworking
 
 /// Bodies read into memory (data and upload tasks), and a data task that becomes a
 /// download.
-extension Transfer {
+/// A data or upload task's response body: collected in memory (within
+/// ``SessionConfiguration/maximumInMemoryBodySize``), handed to a download when the delegate
+/// says `becomeDownload`, or loaded through the session's cache (`+Cache`).
+///
+/// A value made by the transfer for those plans; it uses the transfer for the task, the
+/// session and the request loop.
+struct DataLoad: Sendable {
+    let transfer: Transfer
+
+    var origin: SessionTask { transfer.origin }
+    var session: Session { transfer.session }
+    var configuration: SessionConfiguration { transfer.configuration }
+}
+
+extension DataLoad {
     // MARK: Bodies in memory
 
     /// A data or upload task's final response: announces it, asks the delegate what to do,
@@ -66,13 +80,13 @@ extension Transfer {
     func becomeDownload(_ body: ResponseBody, head: HTTPResponse) async throws -> TaskOutcome {
         guard let dataTask = origin as? DataTask else { return try await collect(body, head: head) }
         let download = try session.adoptDownload(from: dataTask, response: head)
-        active.withLock { $0 = download }
+        transfer.active.withLock { $0 = download }
         dataTask.publish(.becameDownload(download))
         if dataTask.transferWillFinish() {
             dataTask.transferDidFinish(error: nil, outcome: .becameDownload)
         }
         do {
-            guard head.isSuccess else { throw await statusError(head, body: body) }
+            guard head.isSuccess else { throw await transfer.statusError(head, body: body) }
             let file = try PartialFile(in: configuration.downloadsDirectory)
             do {
                 var writer = BodyWriter(
@@ -93,14 +107,16 @@ extension Transfer {
                 file.discard()
                 throw CancellationError()
             }
-            let outcome = try await Self.deliver(file.url, head: head, task: download, delivery: .delegate)
+            let outcome = try await Transfer.deliver(file.url, head: head, task: download, delivery: .delegate)
             download.transferDidFinish(error: nil, outcome: outcome)
         } catch {
-            download.transferDidFinish(error: ferryError(from: error), outcome: nil)
+            download.transferDidFinish(error: transfer.ferryError(from: error), outcome: nil)
         }
         return .becameDownload
     }
+}
 
+extension Transfer {
     /// The error for a status a download does not accept; the first 64 KiB of its body are
     /// kept in the error, never written to a file.
     func statusError(_ head: HTTPResponse, body: ResponseBody) async -> FerryError {

@@ -7,7 +7,26 @@ import NIOCore
 import FoundationNetworking
 #endif
 
-extension Transfer {
+/// One download, driven over its ``Transfer``: the partial file, the resume data it
+/// continues, the ``DownloadStateMachine`` whose actions it performs, the segments of a
+/// split download, the output written in order, and the finished file's checks.
+///
+/// A value made by the transfer for its download plan; it uses the transfer for what every
+/// plan shares (the request loop, the connection slot, the errors) and keeps the
+/// download's own work in its files: `Downloader.swift` (the loop), `+Segments` (split
+/// downloads), `+State` (checkpoints, keep or discard), `+InOrder` (outputs written in
+/// order).
+struct Downloader: Sendable {
+    let transfer: Transfer
+
+    var task: SessionTask { transfer.task }
+    var configuration: SessionConfiguration { transfer.configuration }
+    var logger: Logger { transfer.logger }
+    var options: TransferOptions { transfer.options }
+    var engine: Engine { transfer.engine }
+}
+
+extension Downloader {
     /// Downloads into a partial file, continuing from resume data if there is any, asking
     /// for the rest after short answers, retrying transient failures by resuming, and
     /// checkpointing so that a crash loses at most one checkpoint interval.
@@ -107,7 +126,7 @@ extension Transfer {
                         try file.truncate(to: 0)
                     }
                     do {
-                        action = try await send(Self.request(request, for: plan), body: nil) { body, head in
+                        action = try await transfer.send(Self.request(request, for: plan), body: nil) { body, head in
                             // Later requests go straight to where the resource was found (its
                             // identity is its validator and length, not its URL), carrying what a
                             // redirect carries there: at another origin, none of the credentials
@@ -144,7 +163,7 @@ extension Transfer {
                         progress.willContinue()
                         if file.length > 0 { try? checkpoint(file, request: request, planner: machine.planner).write() }
                     }
-                    try await waitBeforeRetry(.seconds(delay))
+                    try await transfer.waitBeforeRetry(.seconds(delay))
                     action = machine.next(bytesOnDisk: file.length)
                 case .startOver(let reason, let rangesIgnored):
                     logger.debug("starting over", metadata: ["why": "\(reason)"])
@@ -167,14 +186,19 @@ extension Transfer {
                 machine.recordWritten(upTo: plan.contiguousPrefix)
                 throw keepOrDiscard(
                     file,
-                    after: ferryError(from: error),
+                    after: transfer.ferryError(from: error),
                     request: request,
                     planner: machine.planner,
                     segments: plan
                 )
             }
             machine.recordWritten(upTo: file.length)
-            throw keepOrDiscard(file, after: ferryError(from: error), request: request, planner: machine.planner)
+            throw keepOrDiscard(
+                file,
+                after: transfer.ferryError(from: error),
+                request: request,
+                planner: machine.planner
+            )
         }
         guard let head = task.response else {
             file.discard()
@@ -192,7 +216,7 @@ extension Transfer {
             file.discard()
             delivered.discard()
             store?.remove(key)
-            throw ferryError(from: error)
+            throw transfer.ferryError(from: error)
         }
         guard task.transferWillFinish() else {
             delivered.discard()
@@ -200,7 +224,7 @@ extension Transfer {
         }
         FileSystem.removeIfPresent(file.metadataURL)
         store?.remove(key)
-        return try await Self.deliver(delivered.url, head: head, task: task, delivery: delivery, source: delivered)
+        return try await Transfer.deliver(delivered.url, head: head, task: task, delivery: delivery, source: delivered)
     }
 
     /// What the machine says after a request, its body or a split's segments failed:
@@ -213,7 +237,7 @@ extension Transfer {
         if let abandoned = error as? SegmentsAbandoned {
             return machine.segmentsAbandoned(reason: abandoned.reason, rangesIgnored: abandoned.rangesIgnored)
         }
-        return machine.failed(ferryError(from: error), bytesOnDisk: bytesOnDisk, cancelled: Task.isCancelled)
+        return machine.failed(transfer.ferryError(from: error), bytesOnDisk: bytesOnDisk, cancelled: Task.isCancelled)
     }
 
     /// With ``SessionConfiguration/automaticDecompression``, the decoded body of a complete
@@ -283,21 +307,21 @@ extension Transfer {
         switch decision {
         case .fail(let error, let status):
             // A status the download cannot use: its body never touches the partial file.
-            if status { throw await statusError(head, body: body) }
-            await drain(body)
+            if status { throw await transfer.statusError(head, body: body) }
+            await transfer.drain(body)
             throw error
         case .restart(let then):
             logger.debug(
                 "the server's answer does not continue the bytes on disk: starting over",
                 metadata: ["status": "\(head.statusCode)"]
             )
-            await drain(body)
+            await transfer.drain(body)
             try previous.invalidate()
             try file.truncate(to: 0)
             if hadBytes { progress.announceOffset(0, total: nil, task: task, force: true) }
             return then
         case .complete:
-            await drain(body)
+            await transfer.drain(body)
             progress.announceResponse(head, task: task)
             return .finish
         case .writeFromStart(let expected, let restart, let split):

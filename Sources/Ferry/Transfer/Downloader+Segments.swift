@@ -16,7 +16,7 @@ import FoundationNetworking
 /// segments of one partial file fetched at once with `Range` + `If-Range`, each checked
 /// against the first response's validator and length, written at their offsets, rebalanced
 /// as they finish, and checkpointed together.
-extension Transfer {
+extension Downloader {
     /// A file changed between segments, or the server ignored a range: the segments cannot
     /// be put together, and the download starts over (with one connection when ranges are
     /// ignored).
@@ -66,7 +66,9 @@ extension Transfer {
         run.releaseClaims()
         if let first { run.claimFirst(first.start) }
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await self.segmentWorker(run, request: request, first: first, lease: self.lease) }
+            group.addTask {
+                try await self.segmentWorker(run, request: request, first: first, lease: self.transfer.lease)
+            }
             for _ in 1..<connections {
                 group.addTask {
                     let lease = HostLimiter.Lease(
@@ -114,7 +116,7 @@ extension Transfer {
                 while let (next, end) = run.position(of: start), next < end {
                     var attempt = Self.request(request, for: .range(from: next, ifRange: run.validator.headerValue))
                     attempt.setValue("bytes=\(next)-\(end - 1)", forHTTPHeaderField: "Range")
-                    try await send(attempt, body: nil, lease: lease) { body, head in
+                    try await transfer.send(attempt, body: nil, lease: lease) { body, head in
                         let promisedEnd = try await self.check(head, body: body, asked: next, of: run)
                         try await self.writeSegment(start, of: run, from: body, promisedEnd: promisedEnd)
                     }
@@ -168,7 +170,7 @@ extension Transfer {
                 rangesIgnored: false
             )
         default:
-            throw await statusError(head, body: body)
+            throw await transfer.statusError(head, body: body)
         }
     }
 

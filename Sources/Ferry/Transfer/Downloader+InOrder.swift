@@ -5,7 +5,7 @@ import NIOCore
 import FoundationNetworking
 #endif
 
-extension Transfer {
+extension Downloader {
     /// Downloads into a destination that is written in order and never replaced (see
     /// ``SequentialOutput``): standard output, a pipe, a device, a FIFO.
     ///
@@ -14,7 +14,7 @@ extension Transfer {
     /// judged again) only while no byte has been written: a retry after that would repeat
     /// bytes the reader already has.
     func download(inOrderTo output: SequentialOutput) async throws -> TaskOutcome {
-        decodesDownload.store(configuration.automaticDecompression, ordering: .relaxed)
+        transfer.decodesDownload.store(configuration.automaticDecompression, ordering: .relaxed)
         var retry = RetryBudget(policy: options.retryPolicy)
         var progress = DownloadProgress(resumed: false)
         var request = task.originalRequest
@@ -24,12 +24,12 @@ extension Transfer {
         }
         while true {
             do {
-                try await send(request, body: nil) { body, head in
+                try await transfer.send(request, body: nil) { body, head in
                     try await write(head, body: body, inOrderTo: output, progress: &progress)
                 }
                 break
             } catch {
-                var failure = ferryError(from: error)
+                var failure = transfer.ferryError(from: error)
                 if Task.isCancelled || failure.reason == .cancelled { throw failure }
                 if output.written > 0 {
                     if RetryPolicy.isTransient(failure) {
@@ -41,7 +41,7 @@ extension Transfer {
                 guard case .retry(let attempt, let delay) = retry.decide(after: failure, cancelled: Task.isCancelled)
                 else { throw failure }
                 task.publish(.willRetry(attempt: attempt, delay: delay, error: failure))
-                try await waitBeforeRetry(.seconds(delay))
+                try await transfer.waitBeforeRetry(.seconds(delay))
             }
         }
         guard task.transferWillFinish() else { throw CancellationError() }
@@ -59,7 +59,7 @@ extension Transfer {
         // 206 is an answer only to a range the caller asked for itself.
         let askedForRange = task.originalRequest.value(forHTTPHeaderField: "Range") != nil
         guard head.isSuccess, head.statusCode != 206 || askedForRange else {
-            throw await statusError(head, body: body)
+            throw await transfer.statusError(head, body: body)
         }
         progress.announceResponse(head, task: task)
         // A decoded body's length is not the Content-Length of the coded one.
