@@ -41,6 +41,8 @@ public final class FerryTestServer: Sendable {
         public var uri: String
         /// Header fields, names lower-cased.
         public var headers: [String: String]
+        /// When the server had read the request's head.
+        public var receivedAt = Date()
     }
 
     let versions = Mutex<[String: (size: Int64, seed: UInt64)]>([:])

@@ -42,23 +42,25 @@ func openFileDescriptors() -> Int {
     ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []).count
 }
 
-/// Counts how often a callback ran, and lets a test wait until it ran at least once.
+/// Counts how often a callback ran, and lets a test wait until it ran a number of times.
 final class CallTally: Sendable {
     private struct State {
         var count = 0
-        var waiters: [CheckedContinuation<Void, Never>] = []
+        var waiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
     }
     private let state = Mutex(State())
 
     var count: Int { state.withLock { $0.count } }
 
     func record() {
-        let waiters = state.withLock { state in
+        let ready = state.withLock { state in
             state.count += 1
-            defer { state.waiters = [] }
-            return state.waiters
+            let count = state.count
+            let ready = state.waiters.filter { $0.count <= count }.map(\.continuation)
+            state.waiters.removeAll { $0.count <= count }
+            return ready
         }
-        for waiter in waiters { waiter.resume() }
+        for waiter in ready { waiter.resume() }
     }
 
     /// Whether the callback ran within `seconds` (see ``finishing(within:_:)``).
@@ -70,11 +72,14 @@ final class CallTally: Sendable {
     }
 
     /// Returns once the callback ran at least once.
-    func firstCall() async {
+    func firstCall() async { await calls(1) }
+
+    /// Returns once the callback ran at least `count` times.
+    func calls(_ count: Int) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let ran = state.withLock { state in
-                if state.count > 0 { return true }
-                state.waiters.append(continuation)
+                if state.count >= count { return true }
+                state.waiters.append((count, continuation))
                 return false
             }
             if ran { continuation.resume() }

@@ -197,7 +197,7 @@ struct CLIInterruptTests {
     }
 
     func waitForPartial(in directory: URL, atLeast bytes: Int64) async throws {
-        for _ in 0..<500 {
+        for _ in 0..<3000 {
             let sizes = files(in: directory).filter { $0.hasSuffix(".partial") }.compactMap {
                 try? FileManager.default.attributesOfItem(atPath: directory.appendingPathComponent($0).path)[.size]
                     as? Int64
@@ -216,9 +216,9 @@ struct CLIInterruptTests {
     }
 
     func waitForPartial(in directory: URL, below bytes: Int64) async throws {
-        for _ in 0..<1000 {
+        for _ in 0..<6000 {
             if partialSizes(in: directory).contains(where: { $0 < bytes }) { return }
-            try await Task.sleep(for: .milliseconds(2))
+            try await Task.sleep(for: .milliseconds(5))
         }
         Issue.record("the partial file never went below \(bytes) bytes")
     }
@@ -352,15 +352,16 @@ struct CLIInterruptTests {
             _ = try await wait(first)
             let checkpoint = try #require(try storedResumeData(in: scratch))
             #expect(checkpoint.validator == .entityTag("\"1312d00-1\""))
-            // 2. Version 2 now: -c restarts, writes past the old checkpoint quickly, and dies
-            //    before its own first checkpoint.
+            // 2. Version 2 now: -c restarts (the file is cut below the old checkpoint) and
+            //    dies while it writes version 2's first bytes, before its own checkpoint. It
+            //    writes slowly, so the state waited for lasts seconds, not a moment.
             server.setVersion("big", size: size, seed: 2)
             let second = try start(
-                ["get", "-c", "-o", output.path, url + "?drip=100000&interval=10"],
+                ["get", "-c", "-o", output.path, url + "?drip=10000&interval=100"],
                 scratch: scratch
             )
             try await waitForPartial(in: scratch, below: checkpoint.bytesOnDisk)  // the restart
-            try await waitForPartial(in: scratch, atLeast: checkpoint.bytesOnDisk + 200_000)
+            try await waitForPartial(in: scratch, atLeast: 20_000)  // version 2's bytes
             kill(second, SIGKILL)
             _ = try await wait(second)
             // 3. Version 1 again: whatever -c keeps must be version 1's bytes.

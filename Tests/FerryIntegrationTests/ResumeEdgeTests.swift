@@ -68,12 +68,14 @@ struct ResumeEdgeTests {
             let output = scratch.appendingPathComponent("out.bin")
             let slow = try ProcessRunner.spawn(
                 ProcessRunner.ferry,
-                ["get", "-o", output.path, server.url("/bytes/200000?drip=20000&interval=50").absoluteString],
+                // The server holds the body back after 1,000 bytes until the client leaves, so
+                // the first download holds the destination for as long as the test needs.
+                ["get", "-o", output.path, server.url("/bytes/200000?stall-at=1000").absoluteString],
                 stdout: scratch.appendingPathComponent("slow.out").path,
                 stderr: scratch.appendingPathComponent("slow.err").path
             )
             defer { ProcessRunner.stop(slow) }
-            for _ in 0..<200 where !files(in: scratch).contains(where: { $0.hasSuffix(".ferry-lock") }) {
+            for _ in 0..<3000 where !files(in: scratch).contains(where: { $0.hasSuffix(".ferry-lock") }) {
                 try await Task.sleep(for: .milliseconds(10))
             }
             let second = try await ProcessRunner.run(
