@@ -70,7 +70,7 @@ public struct ProtectionSpace: Hashable, Sendable, CustomStringConvertible {
 /// A server asked for credentials: a `401` with `WWW-Authenticate`, or the session's proxy a
 /// `407` with `Proxy-Authenticate` (``ProtectionSpace/isProxy``).
 ///
-/// Delivered to ``SessionDelegate/session(_:task:didReceive:)`` before the session's own
+/// Delivered to ``SessionDelegate/session(_:task:didReceive:)-(_,_,AuthenticationChallenge)`` before the session's own
 /// handling (``SessionConfiguration/credential``, then ``SessionConfiguration/credentialStore``).
 public struct AuthenticationChallenge: Sendable {
     /// The strongest scheme Ferry can answer among those the server offered.

@@ -172,18 +172,21 @@ extension SessionDelegate {
     public func session(_ session: Session, dataTask: DataTask, didReceive data: Data) {
         EarlierShapes.calls.data(self, session, dataTask, data)
     }
+    /// Allows the body: the default of the earlier shape.
     @available(*, deprecated, renamed: "session(_:dataTask:didReceive:)")
     public func session(
         _ session: Session,
         task: SessionTask,
         didReceive response: HTTPResponse
     ) async -> ResponseDisposition { .allow }
+    /// Stores the proposed response unchanged: the default of the earlier shape.
     @available(*, deprecated, renamed: "session(_:dataTask:willCacheResponse:)")
     public func session(
         _ session: Session,
         dataTask: SessionTask,
         willCacheResponse proposedResponse: CachedResponse
     ) async -> CachedResponse? { proposedResponse }
+    /// Does nothing: the default of the earlier shape.
     @available(*, deprecated, renamed: "session(_:dataTask:didReceive:)")
     public func session(_ session: Session, dataTask: SessionTask, didReceive data: Data) {}
     public func session(
