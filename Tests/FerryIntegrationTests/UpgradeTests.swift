@@ -31,6 +31,16 @@ enum WebSocketEcho {
     static let isAvailable = pythonCanImport("websockets.sync.server")
     static var enabled: Bool { isAvailable || required }
 
+    /// A GET asking `127.0.0.1:port` to upgrade to a WebSocket, with RFC 6455's example key.
+    static func upgradeRequest(port: Int) -> URLRequest {
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/")!)
+        request.setValue("websocket", forHTTPHeaderField: "Upgrade")
+        request.setValue("Upgrade", forHTTPHeaderField: "Connection")
+        request.setValue("dGhlIHNhbXBsZSBub25jZQ==", forHTTPHeaderField: "Sec-WebSocket-Key")
+        request.setValue("13", forHTTPHeaderField: "Sec-WebSocket-Version")
+        return request
+    }
+
     /// One masked text frame (RFC 6455 §5.2), as a client must send it.
     static func frame(_ text: String) -> Data {
         let payload = Array(text.utf8)
@@ -48,11 +58,7 @@ struct UpgradeTests {
         defer { server.stop() }
         let delegate = StreamCatcher()
         let session = try makeSession(delegate: delegate)
-        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(server.port)/")!)
-        request.setValue("websocket", forHTTPHeaderField: "Upgrade")
-        request.setValue("Upgrade", forHTTPHeaderField: "Connection")
-        request.setValue("dGhlIHNhbXBsZSBub25jZQ==", forHTTPHeaderField: "Sec-WebSocket-Key")
-        request.setValue("13", forHTTPHeaderField: "Sec-WebSocket-Version")
+        let request = WebSocketEcho.upgradeRequest(port: server.port)
         let task = session.dataTask(with: request)
         let seen = await resumeCollectingEvents(task)
         #expect(task.error == nil)
@@ -82,11 +88,7 @@ struct UpgradeTests {
         let server = try await ServerProcess("/usr/bin/env", ["python3", WebSocketEcho.script.path, "PORT"])
         defer { server.stop() }
         let session = try makeSession()
-        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(server.port)/")!)
-        request.setValue("websocket", forHTTPHeaderField: "Upgrade")
-        request.setValue("Upgrade", forHTTPHeaderField: "Connection")
-        request.setValue("dGhlIHNhbXBsZSBub25jZQ==", forHTTPHeaderField: "Sec-WebSocket-Key")
-        request.setValue("13", forHTTPHeaderField: "Sec-WebSocket-Version")
+        let request = WebSocketEcho.upgradeRequest(port: server.port)
         let task = session.dataTask(with: request)
         let events = task.events
         task.resume()
