@@ -164,7 +164,7 @@ struct DownloadStateMachineTests {
     @Test func aSplittableFirstResponseIsSplitIntoTheConnectionsWanted() {
         var wanted = machine(connections: 4)
         guard
-            case .writeFromStart(8_000_000, nil, .into(let plan)) = wanted.responseArrived(
+            case .writeFromStart(8_000_000, nil, .into(let plan, let validator)) = wanted.responseArrived(
                 splittable(),
                 for: .full,
                 bytesOnDisk: 0
@@ -174,6 +174,7 @@ struct DownloadStateMachineTests {
             return
         }
         #expect(plan.segments.count == 4)
+        #expect(validator == etag, "every segment is checked against the first response's validator")
         wanted.splitStarted()
         #expect(wanted.isSplit)
         #expect(wanted.segmentsCompleted() == .finish)

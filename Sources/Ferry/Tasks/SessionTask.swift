@@ -209,9 +209,6 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
         set { storage.withLock { $0.resumesFromStore = newValue } }
     }
 
-    /// The key under which the session's store keeps this download.
-    var effectiveResumeKey: String { resumeKey ?? originalRequest.url?.absoluteString ?? "\(taskIdentifier)" }
-
     public var description: String {
         let (state, url) = storage.withLock { ($0.machine.publicState, $0.currentRequest.url) }
         return "\(type(of: self))(\(taskIdentifier), \(state), \(url?.absoluteString ?? "no URL"))"

@@ -11,8 +11,6 @@ import Synchronization
 import FoundationNetworking
 #endif
 
-/// Bodies read into memory (data and upload tasks), and a data task that becomes a
-/// download.
 /// A data or upload task's response body: collected in memory (within
 /// ``SessionConfiguration/maximumInMemoryBodySize``), handed to a download when the delegate
 /// says `becomeDownload`, or loaded through the session's cache (`+Cache`).

@@ -78,8 +78,9 @@ struct DownloadStateMachine: Sendable {
         case no
         /// More are wanted, but this response cannot be split, for the reason given.
         case refused(String)
-        /// Split as the plan says: make the run, report ``splitStarted()``, fetch.
-        case into(SegmentPlan)
+        /// Split as the plan says, every segment checked against `validator`: make the run,
+        /// report ``splitStarted()``, fetch.
+        case into(SegmentPlan, validator: Validator)
     }
 
     let configuration: Configuration
@@ -205,9 +206,15 @@ struct DownloadStateMachine: Sendable {
         ) {
             return .refused(refusal)
         }
-        guard let length else { return .no }
+        // Without a refusal, both are known.
+        guard let length, let validator = planner.partial.validator else { return .no }
         return .into(
-            SegmentPlan(length: length, count: configuration.connections, minimumSize: configuration.minimumSegmentSize)
+            SegmentPlan(
+                length: length,
+                count: configuration.connections,
+                minimumSize: configuration.minimumSegmentSize
+            ),
+            validator: validator
         )
     }
 

@@ -42,10 +42,7 @@ extension Downloader {
         )
     }
 
-    /// Connections this download may use.
-    var connectionsWanted: Int { options.connections }
-
-    /// Fetches every unfinished segment of `run` over up to ``connectionsWanted``
+    /// Fetches every unfinished segment of `run` over up to ``TransferOptions/connections``
     /// connections; `first` is the segment the first response's body already serves. Returns
     /// once every byte is written; throws ``SegmentsAbandoned`` when the pieces cannot be put
     /// together, or the first connection's failure (the others are cancelled, the plan keeps
@@ -61,7 +58,7 @@ extension Downloader {
         request: URLRequest,
         first: (start: Int64, body: ResponseBody)?
     ) async throws {
-        let connections = max(1, connectionsWanted)
+        let connections = options.connections
         // A new round: segments a failed round's connections worked on are free again.
         run.releaseClaims()
         if let first { run.claimFirst(first.start) }

@@ -102,7 +102,10 @@ extension Downloader {
         var machine = DownloadStateMachine(
             planner: planner,
             retry: RetryBudget(policy: options.retryPolicy),
-            configuration: .init(connections: connectionsWanted, minimumSegmentSize: configuration.minimumSegmentSize),
+            configuration: .init(
+                connections: options.connections,
+                minimumSegmentSize: configuration.minimumSegmentSize
+            ),
             resumedSplit: segments != nil
         )
         do {
@@ -337,24 +340,22 @@ extension Downloader {
                 break
             case .refused(let reason):
                 task.publish(.segments(1, reason: reason))
-            case .into(let plan):
-                if let validator = machine.planner.partial.validator {
-                    task.publish(.segments(plan.segments.count, reason: nil))
-                    logger.debug("splitting", metadata: ["segments": "\(plan.segments.count)"])
-                    // The whole length at once (sparse): segments write anywhere in it.
-                    try file.truncate(to: plan.length)
-                    let run = try makeSegmentRun(
-                        plan,
-                        validator: validator,
-                        file: file,
-                        request: request,
-                        planner: machine.planner
-                    )
-                    segments = run
-                    machine.splitStarted()
-                    try await fetchSegments(run, request: request, first: (start: 0, body: body))
-                    return machine.segmentsCompleted()
-                }
+            case .into(let plan, let validator):
+                task.publish(.segments(plan.segments.count, reason: nil))
+                logger.debug("splitting", metadata: ["segments": "\(plan.segments.count)"])
+                // The whole length at once (sparse): segments write anywhere in it.
+                try file.truncate(to: plan.length)
+                let run = try makeSegmentRun(
+                    plan,
+                    validator: validator,
+                    file: file,
+                    request: request,
+                    planner: machine.planner
+                )
+                segments = run
+                machine.splitStarted()
+                try await fetchSegments(run, request: request, first: (start: 0, body: body))
+                return machine.segmentsCompleted()
             }
             var writer = BodyWriter(
                 file: file,

@@ -5,9 +5,6 @@ import FoundationNetworking
 #endif
 
 extension Transfer {
-    /// Most answers to challenges for one request: a delegate that keeps offering refused
-    /// credentials does not loop forever; the `401` is delivered instead.
-
     /// The request to send again with credentials after `response`, or `nil` when the response
     /// stands (not a challenge, nothing to answer with, or the delegate said so).
     ///
@@ -133,7 +130,8 @@ struct AnswerableChallenge {
         return digest.authorization(for: credential, method: request.method.rawValue, uri: url.requestTarget)
     }
 
-    /// Most answers to one origin's (or the proxy's) challenges before the refusal stands.
+    /// Most answers to challenges for one request (or to the proxy's): a delegate that keeps
+    /// offering refused credentials does not loop forever; the `401` is delivered instead.
     static let maximumAnswers = 5
 
     /// The strongest challenge of those offered that Ferry can answer.

@@ -5,7 +5,8 @@ import Foundation
 /// for them while it runs, and a setting changed after `resume()` does not change a
 /// transfer halfway (as URLSession documents for its tasks' properties).
 struct TransferOptions: Sendable {
-    /// The key of the download in the session's resume store.
+    /// The key of the download in the session's resume store: the task's ``SessionTask/resumeKey``,
+    /// else its URL.
     let resumeKey: String
     /// Whether the download continues the store's entry for its key.
     let resumesFromStore: Bool
