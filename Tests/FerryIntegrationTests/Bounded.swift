@@ -36,12 +36,6 @@ private final class FirstOutcome<Value: Sendable>: Sendable {
     }
 }
 
-/// The file descriptors this process has open now (`/proc/self/fd`), to check that a call
-/// leaves none behind.
-func openFileDescriptors() -> Int {
-    ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []).count
-}
-
 /// Counts how often a callback ran, and lets a test wait until it ran a number of times.
 final class CallTally: Sendable {
     private struct State {
@@ -64,15 +58,19 @@ final class CallTally: Sendable {
     }
 
     /// Whether the callback ran within `seconds` (see ``finishing(within:_:)``).
-    func ran(within seconds: Double) async -> Bool {
-        await finishing(within: seconds) { () -> Bool in
-            await self.firstCall()
-            return true
-        } != nil
-    }
+    func ran(within seconds: Double) async -> Bool { await ran(1, within: seconds) }
 
     /// Returns once the callback ran at least once.
     func firstCall() async { await calls(1) }
+
+    /// Whether the callback ran at least `count` times within `seconds` (see
+    /// ``finishing(within:_:)``).
+    func ran(_ count: Int, within seconds: Double) async -> Bool {
+        await finishing(within: seconds) { () -> Bool in
+            await self.calls(count)
+            return true
+        } != nil
+    }
 
     /// Returns once the callback ran at least `count` times.
     func calls(_ count: Int) async {

@@ -289,16 +289,17 @@ final class SilentListener: Sendable {
 
 /// Writes `body` into the FIFO at `path` and closes it, without ever blocking the calling
 /// thread: opens and writes are non-blocking, and the task sleeps briefly while the FIFO has
-/// no reader yet or is full.
+/// no reader yet (a minute at most) or is full.
 private func writeWithoutBlocking(_ body: Data, toFIFO path: String) async throws {
     var descriptor: Int32 = -1
-    while descriptor < 0 {
+    for _ in 0..<12_000 where descriptor < 0 {
         descriptor = open(path, O_WRONLY | O_NONBLOCK)
         if descriptor < 0 {
             guard errno == ENXIO else { return }  // no reader yet
             try await Task.sleep(for: .milliseconds(5))
         }
     }
+    guard descriptor >= 0 else { return }
     defer { close(descriptor) }
     var offset = 0
     while offset < body.count {
