@@ -17,12 +17,8 @@ import FoundationNetworking
 ///
 /// A value made by the transfer for those plans; it uses the transfer for the task, the
 /// session and the request loop.
-struct DataLoad: Sendable {
+struct DataLoad: TransferPart {
     let transfer: Transfer
-
-    var origin: SessionTask { transfer.origin }
-    var session: Session { transfer.session }
-    var configuration: SessionConfiguration { transfer.configuration }
 }
 
 extension DataLoad {

@@ -16,14 +16,8 @@ import FoundationNetworking
 /// download's own work in its files: `Downloader.swift` (the loop), `+Segments` (split
 /// downloads), `+State` (checkpoints, keep or discard), `+InOrder` (outputs written in
 /// order).
-struct Downloader: Sendable {
+struct Downloader: TransferPart {
     let transfer: Transfer
-
-    var task: SessionTask { transfer.task }
-    var configuration: SessionConfiguration { transfer.configuration }
-    var logger: Logger { transfer.logger }
-    var options: TransferOptions { transfer.options }
-    var engine: Engine { transfer.engine }
 }
 
 extension Downloader {

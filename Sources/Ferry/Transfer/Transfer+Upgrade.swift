@@ -15,13 +15,8 @@ import FoundationNetworking
 ///
 /// A value made by the transfer for such a request; it uses the transfer for the task,
 /// the session and its configuration, and logs through it.
-struct Upgrader: Sendable {
+struct Upgrader: TransferPart {
     let transfer: Transfer
-
-    var origin: SessionTask { transfer.origin }
-    var session: Session { transfer.session }
-    var configuration: SessionConfiguration { transfer.configuration }
-    var idleTimeout: TimeInterval { transfer.options.idleTimeout }
 }
 
 extension Upgrader {
@@ -69,14 +64,14 @@ extension Upgrader {
         head += "\r\n"
 
         do {
-            _ = try await connection.open(timeout: idleTimeout)
+            _ = try await connection.open(timeout: options.idleTimeout)
             if scheme == "https" && !connecting {
                 try await connection.startSecureConnection(transfer.engine.tls.configuration(forHost: host))
             }
             origin.touch()
             transfer.sentRequest.withLock { $0 = outgoing }
             transfer.logRequest(outgoing)
-            try await connection.write(Data(head.utf8) + body, timeout: idleTimeout)
+            try await connection.write(Data(head.utf8) + body, timeout: options.idleTimeout)
             let (parsed, rest) = try await readHead(from: connection)
             let response = HTTPResponse(
                 url: url,
@@ -120,7 +115,11 @@ extension Upgrader {
         var parser = ResponseHeadParser(maximumSize: configuration.maximumResponseHeaderBytes)
         while true {
             if let head = try parser.head() { return (head, parser.remainder) }
-            let (data, atEOF) = try await connection.read(minLength: 1, maxLength: 64 * 1024, timeout: idleTimeout)
+            let (data, atEOF) = try await connection.read(
+                minLength: 1,
+                maxLength: 64 * 1024,
+                timeout: options.idleTimeout
+            )
             origin.touch()
             parser.append(ByteBuffer(bytes: data))
             if atEOF {
@@ -146,7 +145,7 @@ extension Upgrader {
             connection: connection,
             pending: start,
             limit: configuration.maximumInMemoryBodySize,
-            timeout: idleTimeout
+            timeout: options.idleTimeout
         ) { [origin] in origin.touch() }
         switch try ResponseHeadParser.framing(of: head, method: method) {
         case .none:
