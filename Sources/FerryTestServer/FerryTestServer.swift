@@ -146,10 +146,30 @@ public final class FerryTestServer: Sendable {
     }
 
     /// `http://host:port` (`https` with TLS).
-    public var baseURL: URL { URL(string: "\(scheme)://\(host):\(port)")! }
+    public var baseURL: URL { url("") }
 
     /// A URL on this server; `pathAndQuery` starts with `/`.
-    public func url(_ pathAndQuery: String) -> URL { URL(string: "\(scheme)://\(host):\(port)\(pathAndQuery)")! }
+    ///
+    /// Characters a URL cannot hold as they are (a space, non-ASCII letters) are
+    /// percent-encoded, as a browser's address bar would; `%` escapes already there are kept.
+    public func url(_ pathAndQuery: String) -> URL {
+        let authority = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        let base = "\(scheme)://\(authority)"
+        if let url = URL(string: base + pathAndQuery) { return url }
+        let encoded = pathAndQuery.addingPercentEncoding(withAllowedCharacters: Self.pathAndQueryCharacters) ?? ""
+        if let url = URL(string: base + encoded) { return url }
+        // Only a host no URL can name gets here (the server could not have listened there).
+        var components = URLComponents()
+        components.scheme = scheme
+        components.host = host
+        components.port = port
+        return components.url ?? URL(fileURLWithPath: "/")
+    }
+
+    /// What a path and query may hold unescaped (RFC 3986's `pchar`, `/`, `?`, and `%` for
+    /// escapes already made).
+    private static let pathAndQueryCharacters = CharacterSet.urlPathAllowed.union(.urlQueryAllowed)
+        .union(CharacterSet(charactersIn: "%?#"))
 
     /// Connection counts so far.
     public var connectionStats: ConnectionStats { stats.withLock { $0 } }

@@ -1,6 +1,10 @@
 import Foundation
 import Synchronization
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// What `body` returned, or `nil` when it had not returned within `seconds`.
 ///
 /// For tests of calls that must come back: the bound is a generous ceiling on liveness
@@ -98,11 +102,14 @@ func thrownError(_ body: () async throws -> Void) async -> (any Error)? {
 /// Established TCP connections from a local client to `port` on this machine (read from
 /// `/proc/net/tcp` and `tcp6`): a check that a call closed its connection that other tests
 /// running in parallel cannot disturb.
+///
+/// Each table is read in one large `read` (see ``wholeTable(_:)``); a count that must reach
+/// some number is asked with ``establishedConnections(toPort:atLeast:)``, which reads again.
 func establishedConnections(toPort port: Int) -> Int {
     let hexPort = String(format: ":%04X", port)
     var count = 0
     for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+        guard let text = wholeTable(table) else { continue }
         for line in text.split(separator: "\n").dropFirst() {
             let fields = line.split(separator: " ")
             // local_address rem_address st: a client's socket has the server's port remote.
@@ -111,4 +118,31 @@ func establishedConnections(toPort port: Int) -> Int {
         }
     }
     return count
+}
+
+/// The text of a `/proc/net` table, read with one buffer of 8 MiB. Read a page at a time
+/// (as `String(contentsOfFile:)` reads it), the kernel's iterator lost lines between pages:
+/// sockets seen by the peer were missing from the reader's table for seconds together.
+private func wholeTable(_ path: String) -> String? {
+    let descriptor = open(path, O_RDONLY)
+    guard descriptor >= 0 else { return nil }
+    defer { close(descriptor) }
+    var bytes = [UInt8](repeating: 0, count: 8 << 20)
+    var filled = 0
+    while filled < bytes.count {
+        let count = bytes.withUnsafeMutableBytes { read(descriptor, $0.baseAddress! + filled, $0.count - filled) }
+        if count <= 0 { break }
+        filled += count
+    }
+    return String(decoding: bytes[..<filled], as: UTF8.self)
+}
+
+/// Whether at least `minimum` connections to `port` are established, reading the tables
+/// again (up to a ceiling of 10 s) while fewer are seen.
+func establishedConnections(toPort port: Int, atLeast minimum: Int) async -> Bool {
+    for _ in 0..<400 {
+        if establishedConnections(toPort: port) >= minimum { return true }
+        try? await Task.sleep(for: .milliseconds(25))
+    }
+    return false
 }

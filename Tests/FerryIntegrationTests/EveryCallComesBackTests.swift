@@ -164,6 +164,36 @@ struct EveryCallComesBackTests {
         #expect(outcomes.value.count == 2)
     }
 
+    /// A handshake with a server that never answers it waited for ever: it now ends at the
+    /// session's request timeout, and the task with it.
+    @Test func startSecureConnectionEndsAtTheSessionsTimeout() async throws {
+        let listener = try SilentListener()
+        defer { listener.close() }
+        let session = try makeSession { $0.timeoutIntervalForRequest = 1 }
+        let task = session.streamTask(withHostName: "127.0.0.1", port: listener.port)
+        task.resume()
+        let call = Task { await thrownError { try await task.startSecureConnection() } as? FerryError }
+        let error = await finishing(within: Self.bound) { await call.value }
+        #expect(error??.reason == .timedOut(.idle), "\(String(describing: error))")
+        #expect(await finishing(within: Self.bound) { await completion(of: task) } != nil, "the task completed")
+    }
+
+    /// ...and at the caller's cancellation, without waiting for the timeout.
+    @Test func startSecureConnectionHonoursItsSwiftTasksCancellation() async throws {
+        let listener = try SilentListener()
+        defer { listener.close() }
+        let session = try makeSession()
+        let task = session.streamTask(withHostName: "127.0.0.1", port: listener.port)
+        task.resume()
+        // Connected first, so the handshake itself is what is waited for.
+        try await task.write(Data(), timeout: 10)
+        let call = Task { await thrownError { try await task.startSecureConnection() } as? FerryError }
+        call.cancel()
+        let error = await finishing(within: Self.bound) { await call.value }
+        #expect(error??.reason == .cancelled, "\(String(describing: error))")
+        task.cancel()
+    }
+
     // MARK: Request bodies
 
     /// `httpBodyStream` read inside the async body iterator blocked a thread of the

@@ -110,13 +110,32 @@ struct ProgressClosureTests {
             }
             task.resume()
             #expect(await recorder.waitForCompletion() == nil)
-            // Calls on a queue run after the delivery context hands them over: wait for the
-            // queue to drain before reading them.
-            queue.sync {}
-            let calls = recorder.calls.value
-            #expect(calls.last == TransferProgress(completedBytes: 4_000_000, totalBytes: 4_000_000))
-            #expect(calls.map(\.completedBytes) == calls.map(\.completedBytes).sorted())
+            // Every call on the queue ran before the completion handler did.
+            recorder.expectOrdered(endingAt: 4_000_000)
             #expect(recorder.onQueue.value.allSatisfy { $0 } && !recorder.onQueue.value.isEmpty)
+        }
+    }
+
+    /// A progress queue busy when the task ends: the completion handler waits for the calls
+    /// sent there (it used to run first, while they waited).
+    @Test func theCompletionHandlerComesAfterTheCallsOnABusyQueue() async throws {
+        try await withServer { server in
+            let session = try makeSession()
+            let recorder = Recorder()
+            let queue = DispatchQueue(label: "busy progress")
+            let busy = DispatchSemaphore(value: 0)
+            queue.async { busy.wait() }
+            let task = session.dataTask(with: URLRequest(url: server.url("/bytes/300000"))) { _, _, error in
+                recorder.complete(error)
+            }
+            task.onDownloadProgress(queue: queue) { recorder.record($0) }
+            let events = task.events
+            task.resume()
+            // The task's own events end when it completes; the queue is still busy.
+            _ = await collectEvents(events)
+            busy.signal()
+            #expect(await recorder.waitForCompletion() == nil)
+            recorder.expectOrdered(endingAt: 300_000)
         }
     }
 

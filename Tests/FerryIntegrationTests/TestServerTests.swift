@@ -53,6 +53,17 @@ struct TestServerTests {
         }
     }
 
+    /// `url(_:)` used to force-unwrap, so a path with a space crashed the test process.
+    @Test func urlPercentEncodesWhatAURLCannotHold() async throws {
+        try await withServer { server in
+            let base = "http://127.0.0.1:\(server.port)"
+            #expect(server.url("/bytes/10?seed=1").absoluteString == base + "/bytes/10?seed=1")
+            #expect(server.url("/a b/ü?q=x y").absoluteString == base + "/a%20b/%C3%BC?q=x%20y")
+            #expect(server.url("/already%20escaped").absoluteString == base + "/already%20escaped")
+            #expect(server.baseURL.absoluteString == base)
+        }
+    }
+
     @Test func ifRangeUsesStrongComparison() async throws {
         try await withServer { server in
             let (_, head) = try await get(server, "/bytes/1000", headers: [:])

@@ -27,8 +27,18 @@ import Darwin
 /// one lock; channel operations are NIO's thread-safe `Channel` calls; continuations are
 /// resumed after the lock is released. ``Handler`` runs on the channel's event loop only.
 final class StreamConnection: Sendable {
+    /// How the connection is made.
+    enum Route: Sendable {
+        /// Straight to the host and port; TLS, if any, is started on it later.
+        case direct
+        /// By the session's ``TLSBridge``: through `proxy`'s tunnel when one is given, and
+        /// for an `https` origin with TLS started and verified as the session verifies.
+        case bridged(TLSBridge, Origin, via: Proxy?)
+    }
+
     let host: String
     let port: Int
+    let route: Route
 
     private struct State {
         var read = StreamReadState()
@@ -45,13 +55,16 @@ final class StreamConnection: Sendable {
         var writeClosed = false
         var readClosed = false
         var handshake: CheckedContinuation<Result<Void, FerryError>, Never>?
+        /// Ends the handshake that takes too long.
+        var handshakeTimer: Scheduled<Void>?
     }
 
     private let state = Mutex(State())
 
-    init(host: String, port: Int) {
+    init(host: String, port: Int, route: Route = .direct) {
         self.host = host
         self.port = port
+        self.route = route
     }
 
     // MARK: The task's transfer
@@ -93,16 +106,38 @@ final class StreamConnection: Sendable {
 
     private func connect(timeout: TimeInterval) async throws -> any Channel {
         let connection = self
-        let bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .connectTimeout(Engine.connectTimeout(seconds: timeout))
-            .channelOption(.allowRemoteHalfClosure, value: true)
-            .channelOption(.autoRead, value: true)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(Handler(connection))
+        let channel: any Channel
+        switch route {
+        case .direct:
+            let bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .connectTimeout(Engine.connectTimeout(seconds: timeout))
+                .channelOption(.allowRemoteHalfClosure, value: true)
+                .channelOption(.autoRead, value: true)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(Handler(connection))
+                    }
                 }
+            channel = try await bootstrap.connect(host: host, port: port).get()
+        case .bridged(let bridge, let origin, let proxy):
+            let made = Mutex<(any Channel)?>(nil)
+            do {
+                try await bridge.connect(to: origin, via: proxy, on: MultiThreadedEventLoopGroup.singleton.next()) {
+                    outbound,
+                    _ in
+                    try outbound.syncOptions?.setOption(.allowRemoteHalfClosure, value: true)
+                    try outbound.pipeline.syncOperations.addHandler(Handler(connection))
+                    made.withLock { $0 = outbound }
+                }.get()
+            } catch {
+                // The bridge's reason (a refused certificate, the proxy's challenge) over NIO's.
+                throw bridge.failure(for: origin) ?? error
             }
-        let channel = try await bootstrap.connect(host: host, port: port).get()
+            guard let outbound = made.withLock({ $0 }) else {
+                throw FerryError(.network, "The connection to \(origin) was not made.")
+            }
+            channel = outbound
+        }
         if Task.isCancelled {
             channel.close(promise: nil)
             throw CancellationError()
@@ -297,33 +332,56 @@ final class StreamConnection: Sendable {
     }
 
     /// Starts TLS on the connection, verifying the server as the session verifies https hosts
-    /// (its trust roots, a certificate pin for `host`), and waits for the handshake.
-    func startSecureConnection(_ configuration: TLSConfiguration) async throws(FerryError) {
+    /// (its trust roots, a certificate pin for `host`), and waits for the handshake: at most
+    /// `timeout` seconds (0 for no limit), and no longer than the calling Swift task is not
+    /// cancelled. A handshake given up on closes the connection (it is in no state to go on).
+    func startSecureConnection(_ configuration: TLSConfiguration, timeout: TimeInterval) async throws(FerryError) {
         let channel = try await channel()
         let host = self.host
-        let result = await withCheckedContinuation {
-            (continuation: CheckedContinuation<Result<Void, FerryError>, Never>) in
-            let refusal: FerryError? = state.withLock { state in
-                if let failure = state.failure { return failure }
-                guard state.handshake == nil else {
-                    return FerryError(.invalidRequest, "A TLS handshake is already under way on this stream task.")
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, FerryError>, Never>) in
+                let refusal: FerryError? = state.withLock { state in
+                    if let failure = state.failure { return failure }
+                    guard state.handshake == nil else {
+                        return FerryError(.invalidRequest, "A TLS handshake is already under way on this stream task.")
+                    }
+                    // Cancelled before waiting: the cancellation handler found nothing to end.
+                    if Task.isCancelled { return .cancelled() }
+                    state.handshake = continuation
+                    if timeout > 0 {
+                        state.handshakeTimer = channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(timeout * 1e9))) {
+                            self.abandonHandshake(
+                                FerryError(.timedOut(.idle), "The TLS handshake did not end within \(timeout) s."),
+                                on: channel
+                            )
+                        }
+                    }
+                    return nil
                 }
-                state.handshake = continuation
-                return nil
+                if let refusal {
+                    continuation.resume(returning: .failure(refusal))
+                    return
+                }
+                let added = channel.eventLoop.submit {
+                    let context = try NIOSSLContext(configuration: configuration)
+                    let name = host.isIPAddress ? nil : host
+                    let handler = try NIOSSLClientHandler(context: context, serverHostname: name)
+                    try channel.pipeline.syncOperations.addHandler(handler, position: .first)
+                }
+                added.whenFailure { error in self.handshakeEnded(.failure(FerryError.mapping(error))) }
             }
-            if let refusal {
-                continuation.resume(returning: .failure(refusal))
-                return
-            }
-            let added = channel.eventLoop.submit {
-                let context = try NIOSSLContext(configuration: configuration)
-                let name = host.isIPAddress ? nil : host
-                let handler = try NIOSSLClientHandler(context: context, serverHostname: name)
-                try channel.pipeline.syncOperations.addHandler(handler, position: .first)
-            }
-            added.whenFailure { error in self.handshakeEnded(.failure(FerryError.mapping(error))) }
+        } onCancel: {
+            abandonHandshake(.cancelled(), on: channel)
         }
         try result.get()
+    }
+
+    /// Ends a handshake under way with `error`, and the connection with it.
+    private func abandonHandshake(_ error: FerryError, on channel: any Channel) {
+        let waiting = state.withLock { $0.handshake != nil }
+        guard waiting else { return }
+        handshakeEnded(.failure(error))
+        channel.close(promise: nil)
     }
 
     /// Ends TLS on the connection (`close_notify` both ways) and goes on in plaintext.
@@ -346,7 +404,11 @@ final class StreamConnection: Sendable {
 
     fileprivate func handshakeEnded(_ result: Result<Void, FerryError>) {
         let waiter = state.withLock { state in
-            defer { state.handshake = nil }
+            defer {
+                state.handshake = nil
+                state.handshakeTimer?.cancel()
+                state.handshakeTimer = nil
+            }
             return state.handshake
         }
         waiter?.resume(returning: result)

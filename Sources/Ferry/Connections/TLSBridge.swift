@@ -147,7 +147,29 @@ final class TLSBridge: Sendable {
         withConnectionTo origin: Origin,
         via proxy: Proxy?
     ) -> EventLoopFuture<Void> {
-        let loop = inbound.eventLoop
+        connect(to: origin, via: proxy, on: inbound.eventLoop) { [self] outbound, connection in
+            try BridgeRelay.install(client: inbound, server: outbound, connection: connection) {
+                [self] trace, used in
+                state.withLock { $0.connections[trace] = used }
+            }
+        }
+    }
+
+    /// Connects to `origin` (through `proxy`'s tunnel when one is given, then TLS for
+    /// `https`, verified by ``evaluate(_:origin:)``) and hands the channel, on `loop`, to
+    /// `install` before it reads a byte of the origin's.
+    ///
+    /// The bridge's own pairs use it, and so do the connections Ferry speaks on itself
+    /// (an upgrade's: ``StreamConnection``), so both go through the session's proxy and its
+    /// verification alike. A failure is remembered for ``failure(for:)``, which says why in
+    /// Ferry's terms (a refused certificate's reason, the proxy's ``ProxyChallenge``) where
+    /// the future's error is NIO's.
+    func connect(
+        to origin: Origin,
+        via proxy: Proxy?,
+        on loop: any EventLoop,
+        install: @escaping @Sendable (any Channel, BridgedConnection) throws -> Void
+    ) -> EventLoopFuture<Void> {
         let handshake = loop.makePromise(of: Void.self)
         let connectStart = Date()
         let connectEnd = NIOLockedValueBox<Date?>(nil)
@@ -187,9 +209,11 @@ final class TLSBridge: Sendable {
                     localAddress: outbound.localAddress?.ipAddress,
                     reused: false
                 )
-                try BridgeRelay.install(client: inbound, server: outbound, connection: connection) {
-                    [self] trace, used in
-                    state.withLock { $0.connections[trace] = used }
+                do {
+                    try install(outbound, connection)
+                } catch {
+                    outbound.close(promise: nil)
+                    throw error
                 }
                 state.withLock { $0.failures[origin] = nil }
             }

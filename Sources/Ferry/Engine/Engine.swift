@@ -37,6 +37,10 @@ final class Engine: Sendable {
     let tls: ResolvedTLS
     /// Carries requests to the hosts Ferry verifies itself, when the TLS options have any.
     let bridge: TLSBridge?
+    /// The bridge an upgrade through a proxy uses when the session has no ``bridge`` (a
+    /// SOCKS5 proxy without a credential, which AsyncHTTPClient speaks itself): made on first
+    /// use (see ``streamRoute(for:)``).
+    let streamBridge = Mutex<TLSBridge?>(nil)
     let configuration: SessionConfiguration
     /// The event loops of the clients' group, for ``eventLoop(for:)``.
     private let eventLoops: [any EventLoop] = Array(MultiThreadedEventLoopGroup.singleton.makeIterator())
@@ -221,10 +225,12 @@ final class Engine: Sendable {
         // The shutdown's own callbacks keep the client alive until its pool has closed.
         for client in clients.values { client.shutdown { _ in } }
         if let bridge { Task { await bridge.shutdown() } }
+        if let made = streamBridge.withLock({ $0 }) { Task { await made.shutdown() } }
     }
 
     func shutdown() async {
         for client in clients.values { try? await client.shutdown() }
         await bridge?.shutdown()
+        await streamBridge.withLock { $0 }?.shutdown()
     }
 }

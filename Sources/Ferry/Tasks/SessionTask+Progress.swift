@@ -2,7 +2,8 @@ public import Dispatch
 
 /// Progress closures, as AFNetworking's `uploadProgress:` / `downloadProgress:` blocks and
 /// Alamofire's `uploadProgress(queue:closure:)`: set at any time, called in order, the last
-/// call at 100 % when the task succeeds.
+/// call at 100 % when the task succeeds, every call before the completion handler's (also
+/// those run on a `queue`).
 extension SessionTask {
     /// A progress closure and where it runs.
     struct ProgressHandler: Sendable {
@@ -111,6 +112,23 @@ extension SessionTask {
             let done = storage.bytesReceived
             enqueue(TransferProgress(completedBytes: done, totalBytes: done), for: &handler, unlessRepeated: true)
             storage.downloadProgressHandler = handler
+        }
+    }
+
+    /// Holds the delivery context until every progress call sent to a handler's `queue` has
+    /// run there, so the completion handler, delivered next, comes after the last of them
+    /// (what a serial queue was given runs in order). Called under the task's lock, before
+    /// the completion is published, whether or not the task succeeded.
+    ///
+    /// The wait is for the queue to run, as URLSession's deliveries wait for its delegate
+    /// queue: a queue that never runs holds the session's later deliveries with it.
+    func letProgressQueuesCatchUp(in storage: inout Storage) {
+        let queues = [storage.uploadProgressHandler?.queue, storage.downloadProgressHandler?.queue].compactMap { $0 }
+        guard !queues.isEmpty else { return }
+        _ = hub.enqueue {
+            for queue in queues {
+                await withCheckedContinuation { continuation in queue.async { continuation.resume() } }
+            }
         }
     }
 

@@ -321,6 +321,7 @@ extension SessionTask {
         )
         storage.metrics = metrics
         if error == nil { reportFinalProgress(in: &storage) }
+        letProgressQueuesCatchUp(in: &storage)
         publish(.finishedCollectingMetrics(metrics), in: &storage)
         publish(.completed(error), in: &storage)
         let completion = Completion(

@@ -82,10 +82,19 @@ public final class StreamTask: SessionTask, @unchecked Sendable {
     /// session verifies `https` hosts: its trust roots, its client identity, and a
     /// certificate pin for the host name. Returns once the handshake is done.
     ///
-    /// - Throws: ``FerryError/Reason/secureConnectionFailed`` when the server is not trusted.
+    /// The handshake may take the session's `timeoutIntervalForRequest`; cancelling the
+    /// calling Swift task ends the wait too. Either way the connection is closed (a handshake
+    /// left halfway leaves nothing to speak on) and the task completes with the reason.
+    ///
+    /// - Throws: ``FerryError/Reason/secureConnectionFailed`` when the server is not trusted;
+    ///   ``FerryError/Reason/timedOut(_:)`` when the server does not finish the handshake in
+    ///   time; ``FerryError/Reason/cancelled`` when the calling Swift task is cancelled.
     public func startSecureConnection() async throws(FerryError) {
         guard let connection, let session else { throw FerryError(.sessionInvalidated, "The session is gone.") }
-        try await connection.startSecureConnection(session.engine.tls.configuration(forHost: connection.host))
+        try await connection.startSecureConnection(
+            session.engine.tls.configuration(forHost: connection.host),
+            timeout: session.configuration.timeoutIntervalForRequest
+        )
     }
 
     /// Ends TLS on the connection in order (`close_notify` sent and received) and goes on in

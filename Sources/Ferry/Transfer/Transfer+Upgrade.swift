@@ -25,54 +25,41 @@ extension Upgrader {
         request.method == .connect || request.value(forHTTPHeaderField: "Upgrade") != nil
     }
 
+    /// Sends `request` as the session sends any request — through its proxy, over TLS it
+    /// verifies, with its cookies and headers, answering `401` challenges and following
+    /// redirects as its policies say — and, once the server switches protocols, hands the
+    /// connection to a ``StreamTask``.
     func upgrade(_ request: URLRequest) async throws -> TaskOutcome {
-        guard let url = request.url, let host = url.host, let scheme = url.scheme?.lowercased(),
-            scheme == "http" || scheme == "https"
-        else { throw FerryError(.invalidURL, "'\(request.url?.absoluteString ?? "")' is not an http(s) URL.") }
-        let port = url.port ?? (scheme == "https" ? 443 : 80)
+        var hops = Hops(request: request, body: try RequestBody.of(request), reason: .initial)
+        let userCookies = request.value(forHTTPHeaderField: "Cookie") != nil
+        let home = origin.originalRequest.url.map(Origin.init)
         let connecting = request.method == .connect
-        let connection: StreamConnection
-        var head = ""
-        if connecting {
-            guard let proxy = configuration.proxy, proxy.kind == .http, proxy.applies(to: url) else {
-                throw FerryError(
-                    .unsupportedConfiguration,
-                    "A CONNECT request goes to the session's HTTP proxy, and none applies to \(host)."
-                )
+        while true {
+            try await origin.waitWhilePaused()
+            var outgoing = hops.request
+            guard let url = outgoing.url else { throw FerryError(.invalidURL, "The request has no URL.") }
+            if let cookies = configuration.cookieStore, !userCookies {
+                outgoing.setValue(cookies.headerValue(for: url), forHTTPHeaderField: "Cookie")
             }
-            connection = StreamConnection(host: proxy.host, port: proxy.port)
-            head += "CONNECT \(Self.authority(host, port)) HTTP/1.1\r\nHost: \(Self.authority(host, port))\r\n"
-            if let credential = proxy.credential { head += "Proxy-Authorization: \(credential.authorization)\r\n" }
-        } else {
-            connection = StreamConnection(host: host, port: port)
-            let target = url.requestTarget
-            head += "\(request.method.rawValue) \(target) HTTP/1.1\r\n"
-            if request.value(forHTTPHeaderField: "Host") == nil {
-                let defaultPort = (scheme == "https" ? 443 : 80) == port
-                head += "Host: \(defaultPort ? host : Self.authority(host, port))\r\n"
+            let connection: StreamConnection
+            let exchanged: (head: ResponseHeadParser.Head, rest: ByteBuffer)
+            do {
+                connection = try makeConnection(for: outgoing)
+                exchanged = try await exchange(outgoing, body: hops.body, on: connection)
+            } catch let challenge as ProxyChallenge {
+                // The proxy asked for credentials before the tunnel opened: answer, then send
+                // the same request again (nothing of its body has gone).
+                guard
+                    let authorization = try await transfer.authenticateProxy(
+                        challenge,
+                        failures: hops.proxyChallengesAnswered
+                    )
+                else { throw challenge }
+                transfer.engine.setProxyAuthorization(authorization)
+                hops.answerProxyChallenge()
+                continue
             }
-        }
-        var outgoing = request
-        if let cookies = configuration.cookieStore, outgoing.value(forHTTPHeaderField: "Cookie") == nil,
-            let value = cookies.headerValue(for: url)
-        {
-            outgoing.setValue(value, forHTTPHeaderField: "Cookie")
-        }
-        for field in try transfer.headers(for: outgoing) { head += "\(field.name): \(field.value)\r\n" }
-        let body = request.httpBody ?? Data()
-        if !body.isEmpty { head += "Content-Length: \(body.count)\r\n" }
-        head += "\r\n"
-
-        do {
-            _ = try await connection.open(timeout: options.idleTimeout)
-            if scheme == "https" && !connecting {
-                try await connection.startSecureConnection(transfer.engine.tls.configuration(forHost: host))
-            }
-            origin.touch()
-            transfer.sentRequest.withLock { $0 = outgoing }
-            transfer.logRequest(outgoing)
-            try await connection.write(Data(head.utf8) + body, timeout: options.idleTimeout)
-            let (parsed, rest) = try await readHead(from: connection)
+            let (parsed, rest) = exchanged
             let response = HTTPResponse(
                 url: url,
                 statusCode: parsed.statusCode,
@@ -82,28 +69,184 @@ extension Upgrader {
             )
             transfer.logResponse(response)
             configuration.cookieStore?.store(setCookieFields: response.headers.values(for: "Set-Cookie"), from: url)
-            let switched = connecting ? (200..<300).contains(response.statusCode) : response.statusCode == 101
-            guard switched, let dataTask = origin as? DataTask else {
+            do {
+                let switched = connecting ? (200..<300).contains(response.statusCode) : response.statusCode == 101
+                if switched, let dataTask = origin as? DataTask {
+                    origin.didReceive(response: response)
+                    connection.unread(rest)
+                    guard origin.transferWillFinish() else { throw CancellationError() }
+                    try session.adoptStream(connection, from: dataTask)
+                    return .becameStreamTask
+                }
+                if !connecting, let next = try await nextHop(after: response, of: outgoing, hops: hops, home: home) {
+                    connection.close()
+                    switch next {
+                    case .authenticate(let retry): hops.answerChallenge(with: retry)
+                    case .redirect(let redirected, let keepsBody):
+                        origin.setCurrentRequest(redirected, redirectedBy: response)
+                        try hops.redirect(to: redirected, keepsBody: keepsBody)
+                    }
+                    if hops.body != nil { origin.resetSentBytes() }
+                    continue
+                }
                 origin.didReceive(response: response)
                 let data = try await readBody(
                     of: parsed,
-                    method: request.method.rawValue,
+                    method: outgoing.method.rawValue,
                     after: rest,
                     from: connection
                 )
                 connection.close()
                 guard origin.transferWillFinish() else { throw CancellationError() }
                 return .data(data)
+            } catch {
+                connection.close()
+                throw error
             }
-            origin.didReceive(response: response)
-            connection.unread(rest)
-            guard origin.transferWillFinish() else { throw CancellationError() }
-            try session.adoptStream(connection, from: dataTask)
-            return .becameStreamTask
+        }
+    }
+
+    /// Where a response that did not switch protocols sends the request next: again with
+    /// credentials (a `401` the session can answer), or to a redirect's target; `nil` when
+    /// the response is the task's.
+    private func nextHop(
+        after response: HTTPResponse,
+        of request: URLRequest,
+        hops: Hops,
+        home: Origin?
+    ) async throws -> NextHop? {
+        if let retry = try await transfer.authenticate(
+            request,
+            after: response,
+            home: home,
+            failures: hops.challengesAnswered,
+            userAuthorization: origin.originalRequest.value(forHTTPHeaderField: "Authorization") != nil
+        ) {
+            guard hops.body?.isReplayable ?? true else {
+                throw FerryError(
+                    .bodyNotReplayable,
+                    "The server asked for credentials, but the body is a one-shot stream and cannot be sent again.",
+                    response: response
+                )
+            }
+            return .authenticate(retry)
+        }
+        if let next = try await transfer.redirect(
+            for: request,
+            response: response,
+            body: hops.body,
+            redirects: hops.redirects
+        ) {
+            return .redirect(next.request, keepsBody: next.keepsBody)
+        }
+        return nil
+    }
+
+    private enum NextHop {
+        case authenticate(URLRequest)
+        case redirect(URLRequest, keepsBody: Bool)
+    }
+
+    /// The connection for one hop: a `CONNECT` to the session's HTTP proxy itself; anything
+    /// else to its origin as the session reaches it (``Engine/streamRoute(for:)``).
+    private func makeConnection(for request: URLRequest) throws -> StreamConnection {
+        guard let url = request.url, let host = url.host, let scheme = url.scheme?.lowercased(),
+            scheme == "http" || scheme == "https"
+        else { throw FerryError(.invalidURL, "'\(request.url?.absoluteString ?? "")' is not an http(s) URL.") }
+        guard request.method == .connect else {
+            return StreamConnection(
+                host: host,
+                port: url.port ?? (scheme == "https" ? 443 : 80),
+                route: try transfer.engine.streamRoute(for: url)
+            )
+        }
+        guard let proxy = configuration.proxy, proxy.kind == .http, proxy.applies(to: url) else {
+            throw FerryError(
+                .unsupportedConfiguration,
+                "A CONNECT request goes to the session's HTTP proxy, and none applies to \(host)."
+            )
+        }
+        return StreamConnection(host: proxy.host, port: proxy.port)
+    }
+
+    /// Sends one hop's request head and body on `connection` (connecting it first) and reads
+    /// the response head; the connection is closed when this throws.
+    private func exchange(
+        _ request: URLRequest,
+        body: RequestBody?,
+        on connection: StreamConnection
+    ) async throws -> (head: ResponseHeadParser.Head, rest: ByteBuffer) {
+        do {
+            _ = try await connection.open(timeout: options.idleTimeout)
+            if let url = request.url, url.scheme?.lowercased() == "https", request.method != .connect,
+                case .direct = connection.route
+            {
+                try await connection.startSecureConnection(
+                    transfer.engine.tls.configuration(forHost: connection.host),
+                    timeout: options.idleTimeout
+                )
+            }
+            origin.touch()
+            transfer.sentRequest.withLock { $0 = request }
+            transfer.logRequest(request)
+            let length = body?.length
+            try await connection.write(
+                Data(try head(of: request, bodyLength: length, hasBody: body != nil).utf8),
+                timeout: options.idleTimeout
+            )
+            if let body { try await send(body, chunked: length == nil, on: connection) }
+            return try await readHead(from: connection)
         } catch {
             connection.close()
             throw error
         }
+    }
+
+    /// The request head: its line, `Host`, the session's and the request's fields, and how
+    /// the body is framed.
+    private func head(of request: URLRequest, bodyLength: Int64?, hasBody: Bool) throws -> String {
+        guard let url = request.url, let host = url.host else {
+            throw FerryError(.invalidURL, "The request has no host.")
+        }
+        let scheme = url.scheme?.lowercased() ?? "http"
+        let port = url.port ?? (scheme == "https" ? 443 : 80)
+        var head: String
+        if request.method == .connect {
+            head = "CONNECT \(Self.authority(host, port)) HTTP/1.1\r\nHost: \(Self.authority(host, port))\r\n"
+            if let credential = configuration.proxy?.credential {
+                head += "Proxy-Authorization: \(credential.authorization)\r\n"
+            }
+        } else {
+            head = "\(request.method.rawValue) \(url.requestTarget) HTTP/1.1\r\n"
+            if request.value(forHTTPHeaderField: "Host") == nil {
+                let defaultPort = (scheme == "https" ? 443 : 80) == port
+                head += "Host: \(defaultPort ? host : Self.authority(host, port))\r\n"
+            }
+        }
+        for field in try transfer.headers(for: request) { head += "\(field.name): \(field.value)\r\n" }
+        if let bodyLength {
+            if bodyLength > 0 { head += "Content-Length: \(bodyLength)\r\n" }
+        } else if hasBody {
+            head += "Transfer-Encoding: chunked\r\n"
+        }
+        return head + "\r\n"
+    }
+
+    /// Writes `body` (as chunks when its length is unknown), counting what was sent.
+    private func send(_ body: RequestBody, chunked: Bool, on connection: StreamConnection) async throws {
+        for try await chunk in body.chunks() {
+            let bytes = Data(chunk.readableBytesView)
+            if chunked {
+                try await connection.write(
+                    Data(String(bytes.count, radix: 16).utf8) + Data("\r\n".utf8) + bytes + Data("\r\n".utf8),
+                    timeout: options.idleTimeout
+                )
+            } else {
+                try await connection.write(bytes, timeout: options.idleTimeout)
+            }
+            origin.touch()
+        }
+        if chunked { try await connection.write(Data("0\r\n\r\n".utf8), timeout: options.idleTimeout) }
     }
 
     private static func authority(_ host: String, _ port: Int) -> String {
