@@ -27,6 +27,15 @@ struct DaemonOptions: ParsableArguments {
 
     var locations: BackgroundLocations { BackgroundLocations(stateDirectory: stateDirectory, socket: socket) }
     var client: BackgroundClient { BackgroundClient(socket: locations.socket) }
+
+    /// A client of a daemon that answers: the running one, else one started now (as
+    /// `ferry add` starts it). A daemon that is still binding its socket (just restarted, or
+    /// started by another command a moment ago) is waited for as long as a start may take,
+    /// rather than failing at once.
+    func answeringClient() async throws -> BackgroundClient {
+        try await BackgroundDaemonLauncher.ensureRunning(locations)
+        return client
+    }
 }
 
 /// `ferry daemon`: runs the background daemon in the foreground.

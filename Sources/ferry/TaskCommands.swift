@@ -117,7 +117,7 @@ struct ListCommand: AsyncParsableCommand {
 
     func run() async throws {
         do {
-            let client = daemon.client
+            let client = try await daemon.answeringClient()
             let shown: ([BackgroundTaskRecord]) -> [BackgroundTaskRecord] = { [all] tasks in
                 let since = Date().addingTimeInterval(-Self.recent)
                 return all ? tasks : tasks.filter { !$0.state.isFinal || ($0.finishedAt ?? Date()) >= since }
@@ -193,7 +193,7 @@ struct CleanCommand: AsyncParsableCommand {
 
     func run() async throws {
         do {
-            let removed = try await daemon.client.clean(session: session)
+            let removed = try await daemon.answeringClient().clean(session: session)
             print("\(removed) finished task\(removed == 1 ? "" : "s") removed")
         } catch {
             ExitStatus.exit(with: error)
@@ -212,7 +212,7 @@ struct TaskActionCommand: AsyncParsableCommand {
 
     func perform(_ action: String) async {
         do {
-            let task = try await daemon.client.perform(action, on: id)
+            let task = try await daemon.answeringClient().perform(action, on: id)
             print("\(id) \(task.state.rawValue)")
         } catch {
             ExitStatus.exit(with: error)
@@ -263,13 +263,32 @@ struct WaitCommand: AsyncParsableCommand {
     @OptionGroup var daemon: DaemonOptions
 
     func run() async throws {
-        let client = daemon.client
         var progress = ProgressLine()
         let show = !quiet && isatty(STDERR_FILENO) == 1
+        var client: BackgroundClient
+        do {
+            client = try await daemon.answeringClient()
+        } catch {
+            ExitStatus.exit(with: error)
+        }
+        var lostDaemon = 0
         while true {
             let task: BackgroundTaskRecord
             do {
                 task = try await client.task(id)
+                lostDaemon = 0
+            } catch let error as FerryError
+                where (error.reason == .network || error.reason == .fileSystem) && lostDaemon < 5
+            {
+                // The daemon went away mid-wait (restarted, killed): wait for it, or start
+                // it, and go on; the task continues from its checkpoint there.
+                lostDaemon += 1
+                do {
+                    client = try await daemon.answeringClient()
+                } catch {
+                    ExitStatus.exit(with: error)
+                }
+                continue
             } catch {
                 ExitStatus.exit(with: error)
             }

@@ -237,6 +237,39 @@ struct DaemonTests {
         }
     }
 
+    /// `ferry ls`, `wait`, `pause`… failed at once when no daemon answered (one restarting
+    /// and still binding its socket, or none at all). They now wait for it, or start it as
+    /// `ferry add` does; and `ferry wait` rides through the daemon killed under it.
+    @Test func commandsWaitForOrStartTheDaemon() async throws {
+        try await withServer { server in
+            let daemon = try DaemonProcess()
+            // No daemon: `ferry ls` starts one and lists nothing.
+            let listed = try await daemon.ferry(["ls"])
+            #expect(listed.status == 0, "\(listed.stderrText)")
+            let first = try #require(await daemon.client.daemonPID(), "ferry ls started no daemon")
+            let output = daemon.directory.appendingPathComponent("slow.bin")
+            let size: Int64 = 2_000_000
+            let added = try await daemon.client.add(
+                .init(url: server.url("/bytes/\(size)?drip=65536&interval=50").absoluteString, destination: output.path)
+            )
+            let id = try #require(added.id)
+            try await daemon.waitUntil(id, received: 1)
+            // The daemon dies under a waiting `ferry wait`: it starts another and goes on.
+            let waiter = Task { try await daemon.ferry(["wait", "-q", String(id)]) }
+            kill(first, SIGKILL)
+            let waited = try await waiter.value
+            #expect(waited.status == 0, "\(waited.stderrText)")
+            let second = try #require(await daemon.client.daemonPID())
+            defer { kill(second, SIGKILL) }
+            #expect(second != first)
+            #expect(try await daemon.client.task(id).state == .completed)
+            #expect(try Data(contentsOf: output) == TestContent.data(size: size))
+            // `ferry pause` on a finished task: the daemon's answer, not a connection error.
+            let paused = try await daemon.ferry(["pause", String(id)])
+            #expect(!paused.stderrText.contains("No daemon answers"), "\(paused.stderrText)")
+        }
+    }
+
     @Test func schedulingSurvivesARestart() async throws {
         try await withServer { server in
             let daemon = try DaemonProcess()
