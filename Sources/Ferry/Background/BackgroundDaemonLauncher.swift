@@ -22,6 +22,9 @@ package enum BackgroundDaemonLauncher {
     ) async throws {
         let client = BackgroundClient(socket: locations.socket)
         if try await client.health() { return }
+        // A listener of another user's is no daemon of this user's, and no reason to start
+        // one over its socket: refused, as every request to it is.
+        try BackgroundClient.checkPeer(at: locations.socket.path)
         guard start else {
             throw FerryError(.network, "No daemon answers at \(locations.socket.path); start one with `ferry daemon`.")
         }
