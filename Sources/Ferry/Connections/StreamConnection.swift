@@ -120,23 +120,19 @@ final class StreamConnection: Sendable {
                 }
             channel = try await bootstrap.connect(host: host, port: port).get()
         case .bridged(let bridge, let origin, let proxy):
-            let made = Mutex<(any Channel)?>(nil)
             do {
-                try await bridge.connect(to: origin, via: proxy, on: MultiThreadedEventLoopGroup.singleton.next()) {
-                    outbound,
-                    _ in
+                channel = try await bridge.connect(
+                    to: origin,
+                    via: proxy,
+                    on: MultiThreadedEventLoopGroup.singleton.next()
+                ) { outbound, _ in
                     try outbound.syncOptions?.setOption(.allowRemoteHalfClosure, value: true)
                     try outbound.pipeline.syncOperations.addHandler(Handler(connection))
-                    made.withLock { $0 = outbound }
                 }.get()
             } catch {
                 // The bridge's reason (a refused certificate, the proxy's challenge) over NIO's.
                 throw bridge.failure(for: origin) ?? error
             }
-            guard let outbound = made.withLock({ $0 }) else {
-                throw FerryError(.network, "The connection to \(origin) was not made.")
-            }
-            channel = outbound
         }
         if Task.isCancelled {
             channel.close(promise: nil)
@@ -378,10 +374,7 @@ final class StreamConnection: Sendable {
 
     /// Ends a handshake under way with `error`, and the connection with it.
     private func abandonHandshake(_ error: FerryError, on channel: any Channel) {
-        let waiting = state.withLock { $0.handshake != nil }
-        guard waiting else { return }
-        handshakeEnded(.failure(error))
-        channel.close(promise: nil)
+        if handshakeEnded(.failure(error)) { channel.close(promise: nil) }
     }
 
     /// Ends TLS on the connection (`close_notify` both ways) and goes on in plaintext.
@@ -402,7 +395,9 @@ final class StreamConnection: Sendable {
         }
     }
 
-    fileprivate func handshakeEnded(_ result: Result<Void, FerryError>) {
+    /// Resumes the handshake's caller, if one waits; whether one did.
+    @discardableResult
+    fileprivate func handshakeEnded(_ result: Result<Void, FerryError>) -> Bool {
         let waiter = state.withLock { state in
             defer {
                 state.handshake = nil
@@ -412,6 +407,7 @@ final class StreamConnection: Sendable {
             return state.handshake
         }
         waiter?.resume(returning: result)
+        return waiter != nil
     }
 
     // MARK: Events from the handler

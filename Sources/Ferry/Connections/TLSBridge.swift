@@ -152,12 +152,12 @@ final class TLSBridge: Sendable {
                 [self] trace, used in
                 state.withLock { $0.connections[trace] = used }
             }
-        }
+        }.map { _ in }
     }
 
     /// Connects to `origin` (through `proxy`'s tunnel when one is given, then TLS for
     /// `https`, verified by ``evaluate(_:origin:)``) and hands the channel, on `loop`, to
-    /// `install` before it reads a byte of the origin's.
+    /// `install` before it reads a byte of the origin's; the future is that channel.
     ///
     /// The bridge's own pairs use it, and so do the connections Ferry speaks on itself
     /// (an upgrade's: ``StreamConnection``), so both go through the session's proxy and its
@@ -169,7 +169,7 @@ final class TLSBridge: Sendable {
         via proxy: Proxy?,
         on loop: any EventLoop,
         install: @escaping @Sendable (any Channel, BridgedConnection) throws -> Void
-    ) -> EventLoopFuture<Void> {
+    ) -> EventLoopFuture<any Channel> {
         let handshake = loop.makePromise(of: Void.self)
         let connectStart = Date()
         let connectEnd = NIOLockedValueBox<Date?>(nil)
@@ -216,6 +216,7 @@ final class TLSBridge: Sendable {
                     throw error
                 }
                 state.withLock { $0.failures[origin] = nil }
+                return outbound
             }
             .flatMapErrorThrowing { [self] error in
                 state.withLock { state in

@@ -26,25 +26,14 @@ extension Engine {
 
     /// ``streamBridge``, made on first use.
     private func madeBridge() throws(FerryError) -> TLSBridge {
-        if let made = streamBridge.withLock({ $0 }) { return made }
-        let resolved = try configuration.tls.resolved(bridgingProxy: true)
-        guard let evaluator = resolved.evaluator else {
-            throw FerryError(.unsupportedConfiguration, "The session's TLS options make no verifier for a proxy.")
-        }
-        let made: TLSBridge
-        do {
-            made = try TLSBridge(
-                evaluator: evaluator,
-                proxy: configuration.proxy,
-                connectTimeout: Engine.connectTimeout(seconds: configuration.timeoutIntervalForRequest)
-            )
-        } catch {
-            throw FerryError(.unsupportedConfiguration, "The proxy's connections cannot be set up.", underlying: error)
-        }
-        return streamBridge.withLock { current in
-            if let current { return current }
-            current = made
-            return made
+        try streamBridge.withLock { made throws(FerryError) in
+            if let made { return made }
+            guard let evaluator = try configuration.tls.resolved(bridgingProxy: true).evaluator else {
+                throw FerryError(.unsupportedConfiguration, "The session's TLS options make no verifier for a proxy.")
+            }
+            let bridge = try Engine.makeBridge(evaluator, configuration)
+            made = bridge
+            return bridge
         }
     }
 }

@@ -51,15 +51,23 @@ final class Engine: Sendable {
 
     /// - Throws: when the TLS bridge the options need cannot be set up.
     convenience init(configuration: SessionConfiguration, tls: ResolvedTLS) throws(FerryError) {
+        let bridge = try tls.evaluator.map { evaluator throws(FerryError) in
+            try Self.makeBridge(evaluator, configuration)
+        }
+        self.init(configuration: configuration, tls: tls, bridge: bridge)
+    }
+
+    /// A ``TLSBridge`` for `configuration`'s proxy and timeout, verifying with `evaluator`.
+    static func makeBridge(
+        _ evaluator: TrustEvaluator,
+        _ configuration: SessionConfiguration
+    ) throws(FerryError) -> TLSBridge {
         do {
-            let bridge = try tls.evaluator.map {
-                try TLSBridge(
-                    evaluator: $0,
-                    proxy: configuration.proxy,
-                    connectTimeout: Self.connectTimeout(configuration)
-                )
-            }
-            self.init(configuration: configuration, tls: tls, bridge: bridge)
+            return try TLSBridge(
+                evaluator: evaluator,
+                proxy: configuration.proxy,
+                connectTimeout: connectTimeout(configuration)
+            )
         } catch {
             throw FerryError(
                 .unsupportedConfiguration,

@@ -187,27 +187,20 @@ extension Transfer {
         userAuthorization: Bool,
         consume: (ResponseBody, HTTPResponse) async throws -> Result
     ) async throws -> SendStep<Result> {
-        if let retry = try await authenticate(
-            request,
+        if let followUp = try await followUp(
             after: head,
+            of: request,
+            body: requestBody,
             home: home,
-            failures: challengesAnswered,
+            redirects: redirects,
+            challengesAnswered: challengesAnswered,
             userAuthorization: userAuthorization
         ) {
-            guard requestBody?.isReplayable ?? true else {
-                throw FerryError(
-                    .bodyNotReplayable,
-                    "The server asked for credentials, but the body is a one-shot stream and cannot be sent again.",
-                    response: head
-                )
+            await drain(body)
+            switch followUp {
+            case .authenticate(let retry): return .authenticate(retry)
+            case .redirect(let next, let keepsBody): return .redirect(next, keepsBody: keepsBody)
             }
-            await drain(body)
-            return .authenticate(retry)
-        }
-        if let next = try await redirect(for: request, response: head, body: requestBody, redirects: redirects) {
-            await drain(body)
-            origin.setCurrentRequest(next.request, redirectedBy: head)
-            return .redirect(next.request, keepsBody: next.keepsBody)
         }
         // The interceptor is asked without the connection slot (a token refresh may need a
         // connection to this very host), so the body is read first.
@@ -215,6 +208,52 @@ extension Transfer {
             return .intercept(head, try await bufferWhole(body, head: head))
         }
         return .final(try await consume(body, head))
+    }
+
+    /// Where a response sends its request next, when it is not the request's last.
+    enum FollowUp {
+        /// The same request again, with credentials.
+        case authenticate(URLRequest)
+        /// A redirect's target (the task's current request already).
+        case redirect(URLRequest, keepsBody: Bool)
+    }
+
+    /// Whether `head` sends `request` on: again with credentials (a `401` the session can
+    /// answer), or to a redirect's target as the policy and delegate allow; `nil` when the
+    /// response is the request's last. Shared by the request loop and the upgrade's own.
+    ///
+    /// - Throws: ``FerryError/Reason/bodyNotReplayable`` when credentials are asked for a
+    ///   one-shot body; the authentication and redirect steps' errors.
+    func followUp(
+        after head: HTTPResponse,
+        of request: URLRequest,
+        body: RequestBody?,
+        home: Origin?,
+        redirects: Int,
+        challengesAnswered: Int,
+        userAuthorization: Bool
+    ) async throws -> FollowUp? {
+        if let retry = try await authenticate(
+            request,
+            after: head,
+            home: home,
+            failures: challengesAnswered,
+            userAuthorization: userAuthorization
+        ) {
+            guard body?.isReplayable ?? true else {
+                throw FerryError(
+                    .bodyNotReplayable,
+                    "The server asked for credentials, but the body is a one-shot stream and cannot be sent again.",
+                    response: head
+                )
+            }
+            return .authenticate(retry)
+        }
+        if let next = try await redirect(for: request, response: head, body: body, redirects: redirects) {
+            origin.setCurrentRequest(next.request, redirectedBy: head)
+            return .redirect(next.request, keepsBody: next.keepsBody)
+        }
+        return nil
     }
 
     /// Refuses a response head larger than the configuration allows.

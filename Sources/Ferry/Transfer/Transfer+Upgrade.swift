@@ -31,6 +31,7 @@ extension Upgrader {
     /// connection to a ``StreamTask``.
     func upgrade(_ request: URLRequest) async throws -> TaskOutcome {
         var hops = Hops(request: request, body: try RequestBody.of(request), reason: .initial)
+        let userAuthorization = request.value(forHTTPHeaderField: "Authorization") != nil
         let userCookies = request.value(forHTTPHeaderField: "Cookie") != nil
         let home = origin.originalRequest.url.map(Origin.init)
         let connecting = request.method == .connect
@@ -78,15 +79,22 @@ extension Upgrader {
                     try session.adoptStream(connection, from: dataTask)
                     return .becameStreamTask
                 }
-                if !connecting, let next = try await nextHop(after: response, of: outgoing, hops: hops, home: home) {
+                if !connecting,
+                    let followUp = try await transfer.followUp(
+                        after: response,
+                        of: outgoing,
+                        body: hops.body,
+                        home: home,
+                        redirects: hops.redirects,
+                        challengesAnswered: hops.challengesAnswered,
+                        userAuthorization: userAuthorization
+                    )
+                {
                     connection.close()
-                    switch next {
+                    switch followUp {
                     case .authenticate(let retry): hops.answerChallenge(with: retry)
-                    case .redirect(let redirected, let keepsBody):
-                        origin.setCurrentRequest(redirected, redirectedBy: response)
-                        try hops.redirect(to: redirected, keepsBody: keepsBody)
+                    case .redirect(let next, let keepsBody): try hops.redirect(to: next, keepsBody: keepsBody)
                     }
-                    if hops.body != nil { origin.resetSentBytes() }
                     continue
                 }
                 origin.didReceive(response: response)
@@ -104,47 +112,6 @@ extension Upgrader {
                 throw error
             }
         }
-    }
-
-    /// Where a response that did not switch protocols sends the request next: again with
-    /// credentials (a `401` the session can answer), or to a redirect's target; `nil` when
-    /// the response is the task's.
-    private func nextHop(
-        after response: HTTPResponse,
-        of request: URLRequest,
-        hops: Hops,
-        home: Origin?
-    ) async throws -> NextHop? {
-        if let retry = try await transfer.authenticate(
-            request,
-            after: response,
-            home: home,
-            failures: hops.challengesAnswered,
-            userAuthorization: origin.originalRequest.value(forHTTPHeaderField: "Authorization") != nil
-        ) {
-            guard hops.body?.isReplayable ?? true else {
-                throw FerryError(
-                    .bodyNotReplayable,
-                    "The server asked for credentials, but the body is a one-shot stream and cannot be sent again.",
-                    response: response
-                )
-            }
-            return .authenticate(retry)
-        }
-        if let next = try await transfer.redirect(
-            for: request,
-            response: response,
-            body: hops.body,
-            redirects: hops.redirects
-        ) {
-            return .redirect(next.request, keepsBody: next.keepsBody)
-        }
-        return nil
-    }
-
-    private enum NextHop {
-        case authenticate(URLRequest)
-        case redirect(URLRequest, keepsBody: Bool)
     }
 
     /// The connection for one hop: a `CONNECT` to the session's HTTP proxy itself; anything
@@ -232,7 +199,7 @@ extension Upgrader {
         return head + "\r\n"
     }
 
-    /// Writes `body` (as chunks when its length is unknown), counting what was sent.
+    /// Writes `body` (as chunks when its length is unknown).
     private func send(_ body: RequestBody, chunked: Bool, on connection: StreamConnection) async throws {
         for try await chunk in body.chunks() {
             let bytes = Data(chunk.readableBytesView)
