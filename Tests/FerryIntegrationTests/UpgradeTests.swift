@@ -31,6 +31,11 @@ enum WebSocketEcho {
     static let isAvailable = pythonCanImport("websockets.sync.server")
     static var enabled: Bool { isAvailable || required }
 
+    /// Starts `ws_echo.py` on a free port, with its `options` (see the script).
+    static func start(_ options: [String] = []) async throws -> ServerProcess {
+        try await ServerProcess("/usr/bin/env", ["python3", script.path, "PORT"] + options)
+    }
+
     /// A GET asking `127.0.0.1:port` to upgrade to a WebSocket, with RFC 6455's example key.
     static func upgradeRequest(port: Int) -> URLRequest {
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/")!)
@@ -54,7 +59,7 @@ enum WebSocketEcho {
 @Suite("Upgrade to a stream task: 101 from websockets (PyPI)", .serialized, .enabled(if: WebSocketEcho.enabled))
 struct UpgradeTests {
     @Test func a101TurnsTheDataTaskIntoARunningStreamTask() async throws {
-        let server = try await ServerProcess("/usr/bin/env", ["python3", WebSocketEcho.script.path, "PORT"])
+        let server = try await WebSocketEcho.start()
         defer { server.stop() }
         let delegate = StreamCatcher()
         let session = try makeSession(delegate: delegate)
@@ -85,7 +90,7 @@ struct UpgradeTests {
     /// made, the data task fails with the reason, and the connection is closed (it used to
     /// stay open, adopted by a stream task the session had refused).
     @Test func anUpgradeAnsweredAfterTheSessionWasInvalidatedClosesItsConnection() async throws {
-        let server = try await ServerProcess("/usr/bin/env", ["python3", WebSocketEcho.script.path, "PORT"])
+        let server = try await WebSocketEcho.start()
         defer { server.stop() }
         let session = try makeSession()
         let request = WebSocketEcho.upgradeRequest(port: server.port)
@@ -107,7 +112,7 @@ struct UpgradeTests {
     }
 
     @Test func aRefusedUpgradeIsAnOrdinaryResponseWithItsBody() async throws {
-        let server = try await ServerProcess("/usr/bin/env", ["python3", WebSocketEcho.script.path, "PORT"])
+        let server = try await WebSocketEcho.start()
         defer { server.stop() }
         let session = try makeSession()
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(server.port)/")!)

@@ -34,7 +34,7 @@ struct UpgradeThroughTheSessionTests {
     }
 
     @Test func anUpgradeGoesThroughTheSessionsHTTPProxy() async throws {
-        let server = try await ServerProcess("/usr/bin/env", ["python3", WebSocketEcho.script.path, "PORT"])
+        let server = try await WebSocketEcho.start()
         defer { server.stop() }
         let proxy = try await Tinyproxy()
         defer { proxy.stop() }
@@ -48,7 +48,7 @@ struct UpgradeThroughTheSessionTests {
     }
 
     @Test func anUpgradeGoesThroughTheSessionsSOCKS5Proxy() async throws {
-        let server = try await ServerProcess("/usr/bin/env", ["python3", WebSocketEcho.script.path, "PORT"])
+        let server = try await WebSocketEcho.start()
         defer { server.stop() }
         // With a credential (the session's own bridge speaks SOCKS5) and without one (where
         // AsyncHTTPClient speaks it for requests, and a bridge is made for the upgrade).
@@ -66,10 +66,7 @@ struct UpgradeThroughTheSessionTests {
     }
 
     @Test func anUpgradeAnswersTheServersBasicChallenge() async throws {
-        let server = try await ServerProcess(
-            "/usr/bin/env",
-            ["python3", WebSocketEcho.script.path, "PORT", "--basic", "ada:s3cret"]
-        )
+        let server = try await WebSocketEcho.start(["--basic", "ada:s3cret"])
         defer { server.stop() }
         // Without credentials: the 401 is the task's response.
         let (_, refused) = try await makeSession().data(for: WebSocketEcho.upgradeRequest(port: server.port))
@@ -82,10 +79,7 @@ struct UpgradeThroughTheSessionTests {
     }
 
     @Test func anUpgradeFollowsARedirect() async throws {
-        let server = try await ServerProcess(
-            "/usr/bin/env",
-            ["python3", WebSocketEcho.script.path, "PORT", "--redirect-from", "/old"]
-        )
+        let server = try await WebSocketEcho.start(["--redirect-from", "/old"])
         defer { server.stop() }
         var request = WebSocketEcho.upgradeRequest(port: server.port)
         request.url = URL(string: "http://127.0.0.1:\(server.port)/old")
@@ -107,10 +101,7 @@ struct UpgradeThroughTheSessionTests {
         let key = directory.appendingPathComponent("key.pem")
         try identity.certificatePEM.write(to: certificate, atomically: true, encoding: .utf8)
         try identity.privateKeyPEM.write(to: key, atomically: true, encoding: .utf8)
-        let server = try await ServerProcess(
-            "/usr/bin/env",
-            ["python3", WebSocketEcho.script.path, "PORT", "--tls", certificate.path, key.path]
-        )
+        let server = try await WebSocketEcho.start(["--tls", certificate.path, key.path])
         defer { server.stop() }
         var request = WebSocketEcho.upgradeRequest(port: server.port)
         request.url = URL(string: "https://127.0.0.1:\(server.port)/")
