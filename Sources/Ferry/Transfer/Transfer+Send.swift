@@ -16,18 +16,17 @@ import FoundationNetworking
 extension Transfer {
     // MARK: Sending, with redirects
 
-    enum SendStep<Result: Sendable>: Sendable {
+    /// What one hop came to: the consumer's result, or an event for the request loop.
+    enum HopOutcome<Result: Sendable>: Sendable {
         case final(Result)
-        case redirect(URLRequest, keepsBody: Bool)
-        /// The same request again, now with credentials.
-        case authenticate(URLRequest)
-        /// A final response of 400 or more, its body read, for the interceptor to judge.
-        case intercept(HTTPResponse, CircularBuffer<ByteBuffer>)
+        case event(RequestLoop.Event)
     }
 
     /// Sends `request`, following redirects, and hands the final response to `consume`
     /// while its connection slot is held. Each hop waits for its origin's slot, held through
     /// `lease` (the transfer's own unless a segment of a split download brings its own).
+    ///
+    /// The ``RequestLoop`` decides every next step; this performs its actions.
     func send<Result: Sendable>(
         _ request: URLRequest,
         body: RequestBody?,
@@ -36,189 +35,130 @@ extension Transfer {
     ) async throws -> Result {
         let lease = lease ?? self.lease
         let interceptor = configuration.interceptor
-        var hops = Hops(
+        var loop = RequestLoop(
             request: try await adapt(request, with: interceptor),
             body: body,
-            reason: origin.hasTransactions ? .resume : .initial
+            reason: origin.hasTransactions ? .resume : .initial,
+            home: origin.originalRequest.url.map(Origin.init),
+            intercepts: interceptor != nil
         )
-        let userAuthorization = hops.request.value(forHTTPHeaderField: "Authorization") != nil
-        let userCookies = hops.request.value(forHTTPHeaderField: "Cookie") != nil
-        // The origin the session's credential was given for: the task's own, also for a
-        // retry that starts at a later hop.
-        let home = origin.originalRequest.url.map(Origin.init)
+        var action = loop.start()
         while true {
-            try await origin.waitWhilePaused()
-            guard let url = hops.request.url else { throw FerryError(.invalidURL, "The request has no URL.") }
-            // The store's cookies for this hop (a redirect may lead where others apply).
-            // (Setting a URLRequest field copies the request: only when something changes.)
-            if let cookies = configuration.cookieStore, !userCookies {
-                let value = cookies.headerValue(for: url)
-                if value != hops.request.value(forHTTPHeaderField: "Cookie") {
-                    hops.request.setValue(value, forHTTPHeaderField: "Cookie")
+            switch action {
+            case .send(let hop):
+                if hop.isRepeat, hop.body != nil { origin.resetSentBytes() }
+                switch try await send(hop, of: loop, lease: lease, consume: consume) {
+                case .final(let result): return result
+                case .event(let event): action = loop.next(after: event)
                 }
-            }
-            let currentRequest = hops.request
-            let currentBody = hops.body
-            let challengesAnswered = hops.challengesAnswered
-            let redirects = hops.redirects
-            var responded = false
-            var transaction = TransactionMetrics(
-                request: currentRequest,
-                reason: hops.reason,
-                fetchStartDate: Date(),
-                countOfRequestBodyBytesSent: 0,
-                countOfResponseBodyBytesReceived: 0
-            )
-            defer {
-                transaction.responseEndDate = Date()
-                transaction.countOfRequestBodyBytesSent = currentBody == nil ? 0 : origin.countOfBytesSent
-                origin.record(transaction)
-            }
-            let step: SendStep<Result>
-            do {
-                step = try await lease.holding(Origin(url)) {
-                    origin.touch()
-                    transaction.requestStartDate = Date()
-                    sentRequest.withLock { $0 = currentRequest }
-                    logRequest(currentRequest)
-                    let response = try await exchange(currentRequest, body: currentBody)
-                    responded = true
-                    transaction.responseStartDate = Date()
-                    transaction.requestEndDate = response.stream.requestSentAt ?? transaction.responseStartDate
-                    transaction.networkProtocolName = response.head.version.major >= 2 ? "h2" : "http/1.1"
-                    if let connection = response.connection { transaction.record(connection) }
-                    defer {
-                        response.body.abandon()
-                        transaction.countOfResponseBodyBytesReceived = response.body.bytesRead
-                    }
-                    origin.touch()
-                    let head = HTTPResponse(url: url, head: response.head)
-                    logResponse(head)
-                    try checkHeaderLimits(head)
-                    configuration.cookieStore?.store(setCookieFields: head.headers.values(for: "Set-Cookie"), from: url)
-                    transaction.response = head
-                    return try await nextStep(
-                        after: head,
-                        body: response.body,
-                        request: currentRequest,
-                        requestBody: currentBody,
-                        home: home,
-                        redirects: redirects,
-                        challengesAnswered: challengesAnswered,
-                        userAuthorization: userAuthorization,
-                        consume: consume
-                    )
-                }
-            } catch {
-                // The proxy asked for credentials before the request could go: answer, then send
-                // the same request again.
-                if let challenge = error as? ProxyChallenge, !responded, currentBody?.isReplayable ?? true,
-                    let authorization = try await authenticateProxy(
-                        challenge,
-                        failures: hops.proxyChallengesAnswered
-                    )
-                {
-                    engine.setProxyAuthorization(authorization)
-                    hops.answerProxyChallenge()
-                    if hops.body != nil { origin.resetSentBytes() }
-                    continue
-                }
-                // A request that failed before any response: the interceptor may send it again.
-                let failure = ferryError(from: error)
-                guard let interceptor, !responded, failure.reason != .cancelled, !Task.isCancelled,
-                    currentBody?.isReplayable ?? true
-                else { throw error }
-                // Not holding a slot while the interceptor decides and the retry waits.
+            case .answerProxy(let challenge, let failures):
+                let authorization = try await authenticateProxy(challenge, failures: failures)
+                if let authorization { engine.setProxyAuthorization(authorization) }
+                action = loop.next(after: .proxyAnswered(authorization != nil))
+            case .askInterceptor(let request, let failure, let attempt):
+                // Not holding a slot while the interceptor decides and the retry waits: a
+                // token refresh may need a connection to this very host.
                 lease.release()
-                guard
-                    try await prepareRetry(
-                        await interceptor.retry(
-                            currentRequest,
-                            for: session,
-                            dueTo: .error(failure),
-                            attemptCount: hops.interceptorRetries
-                        )
-                    )
-                else { throw error }
-                hops.retry(with: try await adapt(currentRequest, with: interceptor))
-                if hops.body != nil { origin.resetSentBytes() }
-                continue
+                let decision =
+                    await interceptor?.retry(request, for: session, dueTo: failure, attemptCount: attempt)
+                    ?? .doNotRetry
+                let adapted = try await prepareRetry(decision) ? try await adapt(request, with: interceptor) : nil
+                action = loop.next(after: .interceptorDecided(adapted))
+            case .deliver(let head, let buffered):
+                return try await consume(ResponseBody(buffered: buffered), head)
+            case .fail(let error):
+                throw error
             }
-            switch step {
-            case .final(let result):
-                return result
-            case .redirect(let next, let keepsBody):
-                logger.debug(
-                    "redirect",
-                    metadata: ["from": "\(url.absoluteString)", "to": "\(next.url?.absoluteString ?? "")"]
-                )
-                try hops.redirect(to: next, keepsBody: keepsBody)
-            case .authenticate(let retry):
-                logger.debug("answering an authentication challenge", metadata: ["url": "\(url.absoluteString)"])
-                hops.answerChallenge(with: retry)
-            case .intercept(let head, let buffered):
-                // A token refresh may need a connection to this very host.
-                lease.release()
-                let decision = await interceptor?.retry(
-                    currentRequest,
-                    for: session,
-                    dueTo: .response(head),
-                    attemptCount: hops.interceptorRetries
-                )
-                guard try await prepareRetry(decision ?? .doNotRetry) else {
-                    return try await consume(ResponseBody(buffered: buffered), head)
+        }
+    }
+
+    /// Sends one hop while holding its origin's slot, records its metrics, and says what
+    /// came of it; a failure is an event, not an error, so the loop can judge it.
+    private func send<Result: Sendable>(
+        _ hop: RequestLoop.Hop,
+        of loop: RequestLoop,
+        lease: HostLimiter.Lease,
+        consume: (ResponseBody, HTTPResponse) async throws -> Result
+    ) async throws -> HopOutcome<Result> {
+        try await origin.waitWhilePaused()
+        guard let url = hop.request.url else { throw FerryError(.invalidURL, "The request has no URL.") }
+        // The store's cookies for this hop (a redirect may lead where others apply).
+        // (Setting a URLRequest field copies the request: only when something changes.)
+        var request = hop.request
+        if let cookies = configuration.cookieStore, !loop.userCookies {
+            let value = cookies.headerValue(for: url)
+            if value != request.value(forHTTPHeaderField: "Cookie") {
+                request.setValue(value, forHTTPHeaderField: "Cookie")
+            }
+        }
+        let currentRequest = request
+        var responded = false
+        var transaction = TransactionMetrics(
+            request: currentRequest,
+            reason: hop.reason,
+            fetchStartDate: Date(),
+            countOfRequestBodyBytesSent: 0,
+            countOfResponseBodyBytesReceived: 0
+        )
+        defer {
+            transaction.responseEndDate = Date()
+            transaction.countOfRequestBodyBytesSent = hop.body == nil ? 0 : origin.countOfBytesSent
+            origin.record(transaction)
+        }
+        do {
+            return try await lease.holding(Origin(url)) {
+                origin.touch()
+                transaction.requestStartDate = Date()
+                sentRequest.withLock { $0 = currentRequest }
+                logRequest(currentRequest)
+                let response = try await exchange(currentRequest, body: hop.body)
+                responded = true
+                transaction.responseStartDate = Date()
+                transaction.requestEndDate = response.stream.requestSentAt ?? transaction.responseStartDate
+                transaction.networkProtocolName = response.head.version.major >= 2 ? "h2" : "http/1.1"
+                if let connection = response.connection { transaction.record(connection) }
+                defer {
+                    response.body.abandon()
+                    transaction.countOfResponseBodyBytesReceived = response.body.bytesRead
                 }
-                hops.retry(with: try await adapt(currentRequest, with: interceptor))
+                origin.touch()
+                let head = HTTPResponse(url: url, head: response.head)
+                logResponse(head)
+                try checkHeaderLimits(head)
+                configuration.cookieStore?.store(setCookieFields: head.headers.values(for: "Set-Cookie"), from: url)
+                transaction.response = head
+                var sent = hop
+                sent.request = currentRequest
+                return try await outcome(of: head, body: response.body, for: sent, of: loop, consume: consume)
             }
-            if hops.body != nil { origin.resetSentBytes() }
+        } catch {
+            let failure = ferryError(from: error)
+            return .event(.failed(error, failure, responded: responded, cancelled: Task.isCancelled))
         }
     }
 
     /// What one response means for the request: send it again with credentials, follow a
     /// redirect, let the interceptor judge an error status, or hand it to `consume`.
-    func nextStep<Result: Sendable>(
-        after head: HTTPResponse,
+    private func outcome<Result: Sendable>(
+        of head: HTTPResponse,
         body: ResponseBody,
-        request: URLRequest,
-        requestBody: RequestBody?,
-        home: Origin?,
-        redirects: Int,
-        challengesAnswered: Int,
-        userAuthorization: Bool,
+        for hop: RequestLoop.Hop,
+        of loop: RequestLoop,
         consume: (ResponseBody, HTTPResponse) async throws -> Result
-    ) async throws -> SendStep<Result> {
-        if let followUp = try await followUp(
-            after: head,
-            of: request,
-            body: requestBody,
-            home: home,
-            redirects: redirects,
-            challengesAnswered: challengesAnswered,
-            userAuthorization: userAuthorization
-        ) {
+    ) async throws -> HopOutcome<Result> {
+        if let followUp = try await followUp(after: head, of: hop, in: loop) {
             await drain(body)
-            switch followUp {
-            case .authenticate(let retry): return .authenticate(retry)
-            case .redirect(let next, let keepsBody): return .redirect(next, keepsBody: keepsBody)
-            }
+            return .event(.followUp(followUp))
         }
         // The interceptor is asked without the connection slot (a token refresh may need a
         // connection to this very host), so the body is read first.
-        if configuration.interceptor != nil, head.statusCode >= 400, requestBody?.isReplayable ?? true {
-            return .intercept(head, try await bufferWhole(body, head: head))
+        if loop.asksInterceptor(aboutStatus: head.statusCode) {
+            return .event(.errorStatus(head, try await bufferWhole(body, head: head)))
         }
         return .final(try await consume(body, head))
     }
 
-    /// Where a response sends its request next, when it is not the request's last.
-    enum FollowUp {
-        /// The same request again, with credentials.
-        case authenticate(URLRequest)
-        /// A redirect's target (the task's current request already).
-        case redirect(URLRequest, keepsBody: Bool)
-    }
-
-    /// Whether `head` sends `request` on: again with credentials (a `401` the session can
+    /// Whether `head` sends `hop` on: again with credentials (a `401` the session can
     /// answer), or to a redirect's target as the policy and delegate allow; `nil` when the
     /// response is the request's last. Shared by the request loop and the upgrade's own.
     ///
@@ -226,31 +166,35 @@ extension Transfer {
     ///   one-shot body; the authentication and redirect steps' errors.
     func followUp(
         after head: HTTPResponse,
-        of request: URLRequest,
-        body: RequestBody?,
-        home: Origin?,
-        redirects: Int,
-        challengesAnswered: Int,
-        userAuthorization: Bool
-    ) async throws -> FollowUp? {
+        of hop: RequestLoop.Hop,
+        in loop: RequestLoop
+    ) async throws
+        -> RequestLoop.FollowUp?
+    {
+        let url = hop.request.url?.absoluteString ?? ""
         if let retry = try await authenticate(
-            request,
+            hop.request,
             after: head,
-            home: home,
-            failures: challengesAnswered,
-            userAuthorization: userAuthorization
+            home: loop.home,
+            failures: hop.challengesAnswered,
+            userAuthorization: loop.userAuthorization
         ) {
-            guard body?.isReplayable ?? true else {
+            guard hop.body?.isReplayable ?? true else {
                 throw FerryError(
                     .bodyNotReplayable,
                     "The server asked for credentials, but the body is a one-shot stream and cannot be sent again.",
                     response: head
                 )
             }
+            logger.debug("answering an authentication challenge", metadata: ["url": "\(url)"])
             return .authenticate(retry)
         }
-        if let next = try await redirect(for: request, response: head, body: body, redirects: redirects) {
+        if let next = try await redirect(for: hop.request, response: head, body: hop.body, redirects: hop.redirects) {
             origin.setCurrentRequest(next.request, redirectedBy: head)
+            logger.debug(
+                "redirect",
+                metadata: ["from": "\(url)", "to": "\(next.request.url?.absoluteString ?? "")"]
+            )
             return .redirect(next.request, keepsBody: next.keepsBody)
         }
         return nil

@@ -30,34 +30,47 @@ extension Upgrader {
     /// redirects as its policies say — and, once the server switches protocols, hands the
     /// connection to a ``StreamTask``.
     func upgrade(_ request: URLRequest) async throws -> TaskOutcome {
-        var hops = Hops(request: request, body: try RequestBody.of(request), reason: .initial)
-        let userAuthorization = request.value(forHTTPHeaderField: "Authorization") != nil
-        let userCookies = request.value(forHTTPHeaderField: "Cookie") != nil
-        let home = origin.originalRequest.url.map(Origin.init)
+        var loop = RequestLoop(
+            request: request,
+            body: try RequestBody.of(request),
+            reason: .initial,
+            home: origin.originalRequest.url.map(Origin.init),
+            intercepts: false
+        )
         let connecting = request.method == .connect
+        var action = loop.start()
         while true {
+            let hop: RequestLoop.Hop
+            switch action {
+            case .send(let next):
+                hop = next
+            case .answerProxy(let challenge, let failures):
+                // The proxy asked for credentials before the tunnel opened: answer, then send
+                // the same request again (nothing of its body has gone).
+                let authorization = try await transfer.authenticateProxy(challenge, failures: failures)
+                if let authorization { transfer.engine.setProxyAuthorization(authorization) }
+                action = loop.next(after: .proxyAnswered(authorization != nil))
+                continue
+            case .fail(let error):
+                throw error
+            case .askInterceptor, .deliver:
+                // An upgrade has no interceptor.
+                throw FerryError(.invalidRequest, "The upgrade's request loop asked for an interceptor.")
+            }
             try await origin.waitWhilePaused()
-            var outgoing = hops.request
+            var outgoing = hop.request
             guard let url = outgoing.url else { throw FerryError(.invalidURL, "The request has no URL.") }
-            if let cookies = configuration.cookieStore, !userCookies {
+            if let cookies = configuration.cookieStore, !loop.userCookies {
                 outgoing.setValue(cookies.headerValue(for: url), forHTTPHeaderField: "Cookie")
             }
             let connection: StreamConnection
             let exchanged: (head: ResponseHeadParser.Head, rest: ByteBuffer)
             do {
                 connection = try makeConnection(for: outgoing)
-                exchanged = try await exchange(outgoing, body: hops.body, on: connection)
+                exchanged = try await exchange(outgoing, body: hop.body, on: connection)
             } catch let challenge as ProxyChallenge {
-                // The proxy asked for credentials before the tunnel opened: answer, then send
-                // the same request again (nothing of its body has gone).
-                guard
-                    let authorization = try await transfer.authenticateProxy(
-                        challenge,
-                        failures: hops.proxyChallengesAnswered
-                    )
-                else { throw challenge }
-                transfer.engine.setProxyAuthorization(authorization)
-                hops.answerProxyChallenge()
+                let failure = FerryError.mapping(challenge)
+                action = loop.next(after: .failed(challenge, failure, responded: false, cancelled: Task.isCancelled))
                 continue
             }
             let (parsed, rest) = exchanged
@@ -79,22 +92,11 @@ extension Upgrader {
                     try session.adoptStream(connection, from: dataTask)
                     return .becameStreamTask
                 }
-                if !connecting,
-                    let followUp = try await transfer.followUp(
-                        after: response,
-                        of: outgoing,
-                        body: hops.body,
-                        home: home,
-                        redirects: hops.redirects,
-                        challengesAnswered: hops.challengesAnswered,
-                        userAuthorization: userAuthorization
-                    )
-                {
+                var sent = hop
+                sent.request = outgoing
+                if !connecting, let followUp = try await transfer.followUp(after: response, of: sent, in: loop) {
                     connection.close()
-                    switch followUp {
-                    case .authenticate(let retry): hops.answerChallenge(with: retry)
-                    case .redirect(let next, let keepsBody): try hops.redirect(to: next, keepsBody: keepsBody)
-                    }
+                    action = loop.next(after: .followUp(followUp))
                     continue
                 }
                 origin.didReceive(response: response)
