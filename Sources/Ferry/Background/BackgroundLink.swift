@@ -201,7 +201,9 @@ final class BackgroundLink: Sendable {
         for record in running {
             guard let id = record.id, let task = session.task(backgroundID: id) else { continue }
             let changed = state.withLock { $0.delivery.report(record.bytesReceived, for: id) }
-            if changed { task.backgroundProgress(received: record.bytesReceived, expected: record.bytesExpected) }
+            if changed {
+                task.client.backgroundProgress(received: record.bytesReceived, expected: record.bytesExpected)
+            }
         }
     }
 
@@ -212,15 +214,15 @@ final class BackgroundLink: Sendable {
     func run(_ task: SessionTask, session: Session) async {
         do {
             let outcome = try await transfer(task, session: session)
-            task.transferDidFinish(error: nil, outcome: outcome)
+            task.client.transferDidFinish(error: nil, outcome: outcome)
         } catch {
-            task.transferDidFinish(
+            task.client.transferDidFinish(
                 error: error as? FerryError
                     ?? FerryError(.network, "The background transfer failed.", underlying: error),
                 outcome: nil
             )
         }
-        if let id = task.backgroundID {
+        if let id = task.client.backgroundID {
             state.withLock { $0.delivery.transferEnded(id) }?.resume()
         }
     }
@@ -242,7 +244,7 @@ final class BackgroundLink: Sendable {
         await waitUntilAttached()
         if let error = state.withLock({ $0.delivery.attachError }) { throw error }
         let id: Int64
-        if let known = task.backgroundID {
+        if let known = task.client.backgroundID {
             id = known
         } else {
             id = try await submit(task, uploading: source)
@@ -309,7 +311,7 @@ final class BackgroundLink: Sendable {
             statusCode: record.responseStatus ?? 200,
             headers: HeaderFields((record.responseHeaders ?? [:]).sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
         )
-        task.didReceive(response: head)
+        task.client.didReceive(response: head)
         let data: Data
         do {
             data = try Data(contentsOf: body)
@@ -317,7 +319,7 @@ final class BackgroundLink: Sendable {
             throw FerryError(.fileSystem, "Cannot read the upload's response from '\(body.path)'.", underlying: error)
         }
         try? FileManager.default.removeItem(at: body)
-        data.withUnsafeBytes { task.didReceive(data: $0, publishData: true) }
+        data.withUnsafeBytes { task.client.didReceive(data: $0, publishData: true) }
         return .data(data)
     }
 
@@ -349,7 +351,7 @@ final class BackgroundLink: Sendable {
             throw FerryError(.badServerResponse, "The daemon returned a task without id.")
         }
         id = added
-        task.backgroundID = added
+        task.client.backgroundID = added
         return added
     }
 }

@@ -85,15 +85,15 @@ final class StreamConnection: Sendable {
             let failure = FerryError.mapping(error)
             settleConnection(.failure(failure))
             failed(failure)
-            task.transferDidFinish(error: failure, outcome: nil)
+            task.client.transferDidFinish(error: failure, outcome: nil)
             return
         }
         if let error {
-            task.transferDidFinish(error: error, outcome: nil)
-        } else if task.transferWillFinish() {
-            task.transferDidFinish(error: nil, outcome: .streamed)
+            task.client.transferDidFinish(error: error, outcome: nil)
+        } else if task.client.transferWillFinish() {
+            task.client.transferDidFinish(error: nil, outcome: .streamed)
         } else {
-            task.transferDidFinish(error: .cancelled(), outcome: nil)
+            task.client.transferDidFinish(error: .cancelled(), outcome: nil)
         }
     }
 

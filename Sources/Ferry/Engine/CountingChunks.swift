@@ -21,7 +21,7 @@ struct CountingChunks: AsyncSequence, Sendable {
         var sent: Int64 = 0
 
         mutating func next() async throws -> ByteBuffer? {
-            try await task.waitWhilePaused()
+            try await task.client.waitWhilePaused()
             if let chunk = try await base.next() {
                 let count = Int64(chunk.readableBytes)
                 try await throttle?.pace(count)

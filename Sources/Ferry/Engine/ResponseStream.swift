@@ -376,6 +376,41 @@ struct ResponseBody: AsyncSequence, Sendable {
     }
 }
 
+extension ResponseBody {
+    /// Every buffer of the body of `head`, at most `limit` bytes (an error response kept for
+    /// the interceptor, or a cached body).
+    ///
+    /// - Throws: ``FerryError/Reason/bodyTooLarge(limit:)`` past `limit`; the body's error.
+    func buffered(limit: Int64, of head: HTTPResponse) async throws -> CircularBuffer<ByteBuffer> {
+        var buffers = CircularBuffer<ByteBuffer>()
+        var total: Int64 = 0
+        for try await buffer in self {
+            total += Int64(buffer.readableBytes)
+            guard total <= limit else {
+                throw FerryError(
+                    .bodyTooLarge(limit: limit),
+                    "The error response is larger than \(limit) bytes (maximumInMemoryBodySize).",
+                    response: head
+                )
+            }
+            buffers.append(buffer)
+        }
+        return buffers
+    }
+
+    /// Reads a little of a body nobody wants, so its connection can be reused; a large one
+    /// is abandoned (the connection is closed instead).
+    func drain() async {
+        var remaining = 64 * 1024
+        do {
+            for try await chunk in self {
+                remaining -= chunk.readableBytes
+                if remaining < 0 { break }
+            }
+        } catch {}
+    }
+}
+
 /// A byte count shared by a body and its iterators.
 private final class ByteTally: Sendable {
     private let count = Mutex<Int64>(0)

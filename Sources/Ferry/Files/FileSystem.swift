@@ -8,6 +8,13 @@ import Darwin
 
 /// Small POSIX helpers with typed errors.
 package enum FileSystem {
+    /// `ferry-downloads-UID` in the temporary directory: one private directory per user,
+    /// where partial files live unless the session names another
+    /// (``SessionConfiguration/downloadsDirectory``).
+    static var defaultPartialsDirectory: URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("ferry-downloads-\(geteuid())", isDirectory: true)
+    }
+
     static func error(_ what: String, code: Int32 = errno) -> FerryError {
         FerryError(.fileSystem, "\(what): \(String(cString: strerror(code))).")
     }

@@ -33,7 +33,7 @@ package final class PartialFile {
     convenience init(in directory: URL) throws {
         let held = try FileSystem.openPartialsDirectory(
             directory,
-            isDefault: directory == SessionConfiguration.defaultDownloadsDirectory
+            isDefault: directory == FileSystem.defaultPartialsDirectory
         )
         try self.init(creatingIn: held, path: directory)
     }

@@ -8,10 +8,10 @@
 /// ```
 struct ProgressMeter: Sendable {
     let task: SessionTask
-    let direction: SessionTask.ByteDirection
+    let direction: TaskClient.ByteDirection
     private var throttle = ProgressThrottle()
 
-    init(task: SessionTask, direction: SessionTask.ByteDirection) {
+    init(task: SessionTask, direction: TaskClient.ByteDirection) {
         self.task = task
         self.direction = direction
     }
@@ -21,11 +21,11 @@ struct ProgressMeter: Sendable {
     mutating func add(_ count: Int64, last: Bool = false) {
         var due = throttle.add(count)
         if due == nil, last { due = throttle.flush() }
-        task.didMove(direction, bytes: count, publish: due != nil, unpublished: due ?? 0)
+        task.client.didMove(direction, bytes: count, publish: due != nil, unpublished: due ?? 0)
     }
 
     /// Publishes the bytes no event covered yet.
     mutating func finish() {
-        if let rest = throttle.flush() { task.didMove(direction, bytes: 0, publish: true, unpublished: rest) }
+        if let rest = throttle.flush() { task.client.didMove(direction, bytes: 0, publish: true, unpublished: rest) }
     }
 }

@@ -35,8 +35,8 @@ struct Throttle: Sendable {
 
     /// Counts `bytes` against every limit; the time spent waiting is not idleness.
     func pace(_ bytes: Int64) async throws {
-        task.setQueued(true)
-        defer { task.setQueued(false) }
+        task.client.setQueued(true)
+        defer { task.client.setQueued(false) }
         for limiter in limiters { try await limiter.pace(bytes) }
     }
 }

@@ -75,15 +75,19 @@ extension HTTPSessionManager {
         success: @escaping Success,
         failure: @escaping Failure
     ) -> DataTask? {
-        let task: UploadTask
-        do throws(FerryError) {
-            let (request, form) = try multipartRequest(path, parameters: parameters, headers: headers, constructingBody)
-            task = session.uploadTask(with: request, multipartFormData: form)
-        } catch {
-            Task { failure(nil, error) }
-            return nil
+        // `start` runs the closure before it returns.
+        withoutActuallyEscaping(constructingBody) { constructingBody in
+            start(
+                .post,
+                path,
+                parameters,
+                headers,
+                constructingBody: constructingBody,
+                upload: progress,
+                success: success,
+                failure: failure
+            )
         }
-        return run(task, upload: progress, download: nil, success: success, failure: failure)
     }
 
     /// `PUT path` with `parameters` in the body.
@@ -121,14 +125,10 @@ extension HTTPSessionManager {
         success: @escaping @Sendable (DataTask) -> Void,
         failure: @escaping Failure
     ) -> DataTask? {
-        let request: URLRequest
-        do throws(FerryError) {
-            request = try self.request(.head, path, parameters: parameters, headers: headers)
-        } catch {
-            Task { failure(nil, error) }
-            return nil
+        let made = Result { () throws(FerryError) in
+            session.dataTask(with: try request(.head, path, parameters: parameters, headers: headers))
         }
-        return run(session.dataTask(with: request), upload: nil, download: nil, failure: failure) {
+        return run(made, upload: nil, download: nil, failure: failure) {
             [self] task, response throws(FerryError) in
             try validate(response, body: task.receivedData ?? Data())
             success(task)
@@ -149,59 +149,56 @@ extension HTTPSessionManager {
 
     // MARK: Running
 
+    /// Makes the task for `method path` (a multipart upload with `constructingBody`), sets
+    /// the closures and resumes it; an accepted response's body is serialized for `success`.
     private func start(
         _ method: HTTPMethod,
         _ path: String,
         _ parameters: (any Encodable & Sendable)?,
         _ headers: [String: String],
+        constructingBody: ((inout MultipartFormData) throws -> Void)? = nil,
         upload: (@Sendable (TransferProgress) -> Void)? = nil,
         download: (@Sendable (TransferProgress) -> Void)? = nil,
         success: @escaping Success,
         failure: @escaping Failure
     ) -> DataTask? {
-        let request: URLRequest
-        do throws(FerryError) {
-            request = try self.request(method, path, parameters: parameters, headers: headers)
-        } catch {
-            Task { failure(nil, error) }
-            return nil
+        let made = Result { () throws(FerryError) -> DataTask in
+            guard let constructingBody else {
+                return session.dataTask(with: try request(method, path, parameters: parameters, headers: headers))
+            }
+            var request = try request(method, path, headers: headers)
+            let form = try MultipartFormData.form(fields: parameters, for: path, constructingBody)
+            request.setValue(form.contentType, forHTTPHeaderField: "Content-Type")
+            return session.uploadTask(with: request, multipartFormData: form)
         }
-        return run(
-            session.dataTask(with: request),
-            upload: upload,
-            download: download,
-            success: success,
-            failure: failure
-        )
-    }
-
-    /// Sets the closures on `task` and resumes it; an accepted response's body is
-    /// serialized for `success`.
-    private func run(
-        _ task: DataTask,
-        upload: (@Sendable (TransferProgress) -> Void)?,
-        download: (@Sendable (TransferProgress) -> Void)?,
-        success: @escaping Success,
-        failure: @escaping Failure
-    ) -> DataTask {
-        run(task, upload: upload, download: download, failure: failure) { [self] task, response throws(FerryError) in
+        return run(made, upload: upload, download: download, failure: failure) {
+            [self] task, response throws(FerryError) in
             let (value, _) = try serialize(task.receivedData ?? Data(), response: response)
             success(task, value)
         }
     }
 
-    /// Sets the closures on `task` and resumes it: `failure` once if the task fails, has no
-    /// response or `deliver` throws; otherwise `deliver`, which calls `success`.
+    /// Sets the closures on the task `made` and resumes it: `failure` once if no task was
+    /// made, the task fails, has no response or `deliver` throws; otherwise `deliver`, which
+    /// calls `success`.
     private func run(
-        _ task: DataTask,
+        _ made: Result<DataTask, FerryError>,
         upload: (@Sendable (TransferProgress) -> Void)?,
         download: (@Sendable (TransferProgress) -> Void)?,
         failure: @escaping Failure,
         deliver: @escaping @Sendable (DataTask, HTTPResponse) throws(FerryError) -> Void
-    ) -> DataTask {
+    ) -> DataTask? {
+        let task: DataTask
+        switch made {
+        case .success(let made):
+            task = made
+        case .failure(let error):
+            Task { failure(nil, error) }
+            return nil
+        }
         if let upload { task.onUploadProgress(upload) }
         if let download { task.onDownloadProgress(download) }
-        task.setCompletionHandler { completed, error in
+        task.client.setCompletionHandler { completed, error in
             // Always a data task: the one this closure was set on (not captured, which would
             // make the task hold itself).
             guard let task = completed as? DataTask else { return }

@@ -38,7 +38,12 @@ extension HTTPSessionManager {
     ) throws(FerryError) -> URLRequest {
         var request = URLRequest(url: try url(for: path))
         request.method = method
-        let (defaults, bodyEncoder, queryEncoder) = settingsForRequest()
+        let (defaults, bodyEncoder, queryEncoder) = settings.withLock {
+            (
+                $0.headers, $0.bodyEncoder,
+                URLEncodedFormParameterEncoder(destination: .query, arrayEncoding: $0.queryArrayEncoding)
+            )
+        }
         let own = Set(headers.keys.map { $0.lowercased() })
         for (name, value) in defaults where !own.contains(name.lowercased()) {
             request.setValue(value, forHTTPHeaderField: name)
@@ -105,7 +110,9 @@ extension HTTPSessionManager {
         headers: [String: String] = [:],
         constructingBody: (inout MultipartFormData) throws -> Void
     ) async throws(FerryError) -> (Serializer.Output, HTTPResponse) {
-        let (request, form) = try multipartRequest(path, parameters: parameters, headers: headers, constructingBody)
+        var request = try request(.post, path, headers: headers)
+        let form = try MultipartFormData.form(fields: parameters, for: path, constructingBody)
+        request.setValue(form.contentType, forHTTPHeaderField: "Content-Type")
         let (data, response) = try await session.upload(for: request, multipartFormData: form)
         return try serialize(data, response: response)
     }
@@ -161,19 +168,23 @@ extension HTTPSessionManager {
             throw FerryError.mapping(error)
         }
     }
+}
 
-    /// A multipart POST's request (its `Content-Type` set) and form.
-    func multipartRequest(
-        _ path: String,
-        parameters: (any Encodable & Sendable)?,
-        headers: [String: String],
+extension MultipartFormData {
+    /// A form of `fields` as text parts, then the parts `constructingBody` appends: the
+    /// body of the manager's multipart `POST path`.
+    ///
+    /// - Throws: ``FerryError/Reason/invalidRequest`` when a field cannot be encoded or
+    ///   `constructingBody` throws (a ``FerryError`` it throws as it is).
+    static func form(
+        fields: (any Encodable & Sendable)?,
+        for path: String,
         _ constructingBody: (inout MultipartFormData) throws -> Void
-    ) throws(FerryError) -> (URLRequest, MultipartFormData) {
-        var request = try request(.post, path, headers: headers)
+    ) throws(FerryError) -> MultipartFormData {
         var form = MultipartFormData()
         do {
-            if let parameters {
-                for (name, value) in try FormPairsEncoder.pairs(from: parameters) { form.append(value, name: name) }
+            if let fields {
+                for (name, value) in try FormPairsEncoder.pairs(from: fields) { form.append(value, name: name) }
             }
             try constructingBody(&form)
         } catch let error as FerryError {
@@ -181,7 +192,6 @@ extension HTTPSessionManager {
         } catch {
             throw FerryError(.invalidRequest, "The multipart body of POST \(path) cannot be built.", underlying: error)
         }
-        request.setValue(form.contentType, forHTTPHeaderField: "Content-Type")
-        return (request, form)
+        return form
     }
 }

@@ -34,7 +34,7 @@ public final class HTTPSessionManager<Serializer: ResponseSerializer>: Sendable 
     /// Turns each accepted response's body into the value the calls return.
     public let responseSerializer: Serializer
 
-    private struct Settings {
+    struct Settings {
         var headers: [String: String] = [:]
         var bodyEncoder: any ParameterEncoder = URLEncodedFormParameterEncoder(
             destination: .body,
@@ -44,11 +44,11 @@ public final class HTTPSessionManager<Serializer: ResponseSerializer>: Sendable 
         var validation = ResponseValidation.successful
     }
 
-    private let settings = Mutex(Settings())
+    let settings = Mutex(Settings())
 
     /// A manager over an existing session (shared with other code).
     public init(baseURL: URL?, session: Session, responseSerializer: Serializer) {
-        self.baseURL = baseURL.map(Self.directoryForm)
+        self.baseURL = baseURL?.directoryForm
         self.session = session
         self.responseSerializer = responseSerializer
     }
@@ -66,14 +66,6 @@ public final class HTTPSessionManager<Serializer: ResponseSerializer>: Sendable 
             session: try Session(configuration: configuration),
             responseSerializer: responseSerializer
         )
-    }
-
-    /// AFNetworking appends a slash to a base URL that has a path and none at its end, so
-    /// that `users` under `/v1` is `/v1/users`, not `/users`.
-    private static func directoryForm(_ url: URL) -> URL {
-        guard !url.path.isEmpty, !url.absoluteString.hasSuffix("/"), url.query == nil, url.fragment == nil
-        else { return url }
-        return URL(string: url.absoluteString + "/") ?? url
     }
 
     // MARK: Settings
@@ -124,18 +116,6 @@ public final class HTTPSessionManager<Serializer: ResponseSerializer>: Sendable 
     /// Sends `Authorization: Bearer TOKEN` with every request (RFC 6750).
     public func setBearerToken(_ token: String) {
         setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-    }
-
-    /// The default header fields and the body encoder, read together for one request.
-    func settingsForRequest() -> (
-        headers: [String: String], bodyEncoder: any ParameterEncoder, queryEncoder: URLEncodedFormParameterEncoder
-    ) {
-        settings.withLock {
-            (
-                $0.headers, $0.bodyEncoder,
-                URLEncodedFormParameterEncoder(destination: .query, arrayEncoding: $0.queryArrayEncoding)
-            )
-        }
     }
 
     /// Stops sending an `Authorization` field.

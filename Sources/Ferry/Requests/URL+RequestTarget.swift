@@ -14,3 +14,13 @@ extension URL {
         return requestPath + (query.map { "?" + $0 } ?? "")
     }
 }
+
+extension URL {
+    /// The URL as a base for relative paths: AFNetworking appends a slash to a base URL that
+    /// has a path and none at its end, so that `users` under `/v1` is `/v1/users`, not
+    /// `/users`.
+    var directoryForm: URL {
+        guard !path.isEmpty, !absoluteString.hasSuffix("/"), query == nil, fragment == nil else { return self }
+        return URL(string: absoluteString + "/") ?? self
+    }
+}

@@ -85,7 +85,7 @@ extension Session {
     }
 
     private func withBody<Task: DataTask>(_ task: Task, _ handler: @escaping DataCompletion) -> Task {
-        task.setCompletionHandler { task, error in
+        task.client.setCompletionHandler { task, error in
             handler(error == nil ? (task as? DataTask)?.receivedData : nil, task.response, error)
         }
         return task
@@ -96,7 +96,7 @@ extension Session {
         removingAfterHandler removes: Bool,
         _ handler: @escaping DownloadCompletion
     ) -> DownloadTask {
-        task.setCompletionHandler { task, error in
+        task.client.setCompletionHandler { task, error in
             let file = error == nil ? (task as? DownloadTask)?.fileURL : nil
             handler(file, task.response, error)
             if removes, let file { FileSystem.removeIfPresent(file) }

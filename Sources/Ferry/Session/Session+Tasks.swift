@@ -284,7 +284,7 @@ extension Session {
     ) async throws(FerryError) -> (Value, HTTPResponse) {
         let (error, outcome) = await withTaskCancellationHandler {
             task.resume()
-            return await task.completion()
+            return await task.client.completion()
         } onCancel: {
             task.cancel()
         }

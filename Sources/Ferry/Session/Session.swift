@@ -232,16 +232,16 @@ public final class Session: Sendable {
                 )
             }
         }
-        task.backgroundID = id
+        task.client.backgroundID = id
         task.taskDescription = record.taskDescription
         task.priority = Float(record.priority)
         task.earliestBeginDate = record.earliestBeginDate
-        task.backgroundProgress(received: record.bytesReceived, expected: record.bytesExpected)
+        task.client.backgroundProgress(received: record.bytesReceived, expected: record.bytesExpected)
         return task
     }
 
     func task(backgroundID: Int64) -> SessionTask? {
-        state.withLock { state in state.tasks.values.first { $0.backgroundID == backgroundID } }
+        state.withLock { state in state.tasks.values.first { $0.client.backgroundID == backgroundID } }
     }
 
     /// Every event the daemon kept for this background session was delivered.
@@ -259,7 +259,7 @@ public final class Session: Sendable {
                 session: self
             )
         }
-        guard download.adoptTransfer(of: dataTask, response: response) else {
+        guard download.client.adoptTransfer(of: dataTask, response: response) else {
             throw FerryError(.sessionInvalidated, "The session was invalidated while the task became a download.")
         }
         return download
@@ -282,7 +282,7 @@ public final class Session: Sendable {
             throw stream.error ?? FerryError(.sessionInvalidated, "The session was invalidated during the upgrade.")
         }
         stream.resume()
-        dataTask.publish(.becameStreamTask(stream))
+        dataTask.client.publish(.becameStreamTask(stream))
         return stream
     }
 
@@ -316,7 +316,7 @@ public final class Session: Sendable {
                         session.deliver(event)
                     } else if case .task(let task, .completed(let error)) = event {
                         // The session is gone, but its task's handler is still owed its call.
-                        task.takeCompletionHandler()?(task, error)
+                        task.client.takeCompletionHandler()?(task, error)
                     }
                     done?.resume()
                 }
@@ -382,7 +382,7 @@ public final class Session: Sendable {
                 delegate?.session(self, task: task, didFinishCollecting: metrics)
             case .completed(let error):
                 delegate?.session(self, task: task, didCompleteWithError: error)
-                task.takeCompletionHandler()?(task, error)
+                task.client.takeCompletionHandler()?(task, error)
             case .resumed, .suspended, .willRedirect, .response, .movedDownload, .failedToMoveDownload, .willRetry,
                 .segments:
                 break

@@ -188,12 +188,7 @@ public struct SessionConfiguration: Sendable {
     init(kind: Kind) {
         self.kind = kind
         self.cookieStore = kind == .ephemeral ? CookieStore() : .shared
-        self.downloadsDirectory = Self.defaultDownloadsDirectory
-    }
-
-    /// `ferry-downloads-UID` in the temporary directory: one private directory per user.
-    static var defaultDownloadsDirectory: URL {
-        FileManager.default.temporaryDirectory.appendingPathComponent("ferry-downloads-\(geteuid())", isDirectory: true)
+        self.downloadsDirectory = FileSystem.defaultPartialsDirectory
     }
 
     /// The default configuration.

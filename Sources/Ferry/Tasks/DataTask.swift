@@ -4,7 +4,7 @@ public import Foundation
 /// ``SessionConfiguration/maximumInMemoryBodySize``. Like `URLSessionDataTask`.
 public class DataTask: SessionTask, @unchecked Sendable {
     /// The response body, once the task completed successfully.
-    public var receivedData: Data? { outcome?.data }
+    public var receivedData: Data? { client.outcome?.data }
 }
 
 /// A data task that sends a body: from `Data`, a file streamed from disk, or an async

@@ -8,7 +8,7 @@ public import Foundation
 /// ``FerryError/responseBodyPrefix``; nothing reaches the destination.
 public final class DownloadTask: SessionTask, @unchecked Sendable {
     /// Where the file ended up, once the task completed successfully.
-    public var fileURL: URL? { outcome?.file }
+    public var fileURL: URL? { client.outcome?.file }
 
     /// Most connections this download may use at once; `nil` (the default) takes the
     /// session's ``SessionConfiguration/maximumConnectionsPerDownload``. Set before
@@ -30,8 +30,10 @@ public final class DownloadTask: SessionTask, @unchecked Sendable {
     /// }
     /// ```
     public func cancelProducingResumeData() async -> ResumeData? {
-        cancelKeepingPartial()
-        return await completion().0?.resumeData
+        // The transfer keeps its partial file and makes resume data.
+        storage.withLock { $0.producesResumeData = true }
+        cancel()
+        return await client.completion().0?.resumeData
     }
 
     /// Completion-handler form of ``cancelProducingResumeData()``.

@@ -68,8 +68,8 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
         var startedAt: ContinuousClock.Instant?
         var outcome: TaskOutcome?
         var completionHandler: (@Sendable (SessionTask, FerryError?) -> Void)?
-        var uploadProgressHandler: ProgressHandler?
-        var downloadProgressHandler: ProgressHandler?
+        var uploadProgressHandler: TaskClient.ProgressHandler?
+        var downloadProgressHandler: TaskClient.ProgressHandler?
         var resumedAt: Date?
         var transactions: [TransactionMetrics] = []
         var metrics: TaskMetrics?
@@ -145,13 +145,6 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
     /// What the task's requests took; set when it completes.
     public var metrics: TaskMetrics? { storage.withLock { $0.metrics } }
 
-    /// Adds a finished request to the task's metrics.
-    func record(_ transaction: TransactionMetrics) {
-        storage.withLock { $0.transactions.append(transaction) }
-    }
-
-    /// Whether the task already sent a request (so the next one has a reason).
-    var hasTransactions: Bool { storage.withLock { !$0.transactions.isEmpty } }
     /// Request body bytes handed to the connection.
     public var countOfBytesSent: Int64 { storage.withLock { $0.bytesSent } }
     /// Request body length, or `nil` when unknown (a stream of unknown length, or no body yet).
@@ -238,6 +231,31 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
 
     // MARK: Lifecycle
 
+    /// For a background session's task: returns once the daemon has stored the task (from
+    /// then on it runs whatever happens to this process), or throws the error the task
+    /// completed with before that. Returns at once for other sessions' tasks.
+    ///
+    /// ```swift
+    /// let task = session.downloadTask(with: url)
+    /// task.resume()
+    /// try await task.waitUntilInDaemon()
+    /// exit(0)  // the download goes on in `ferry daemon`
+    /// ```
+    public func waitUntilInDaemon() async throws(FerryError) {
+        guard session?.background != nil else { return }
+        // Woken when the id is set or the task completes, whichever comes first.
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let waits = storage.withLock { storage in
+                guard storage.backgroundID == nil, storage.machine.publicState != .completed else { return false }
+                storage.daemonWaiters.append(continuation)
+                return true
+            }
+            if !waits { continuation.resume() }
+        }
+        let error = storage.withLock { $0.backgroundID == nil ? $0.error : nil }
+        if let error { throw error }
+    }
+
     /// Starts the task, or lets a suspended one go on.
     public func resume() {
         guard let session else {
@@ -260,12 +278,12 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
                 storage.startedAt = now
                 storage.resumedAt = Date()
                 storage.lastActivity = now
-                publish(.resumed, in: &storage)
+                client.publish(.resumed, in: &storage)
                 storage.transfer = session.runner.launch(self, priority: storage.priority, in: session)
                 return []
             case .unpause:
                 storage.lastActivity = .now
-                publish(.resumed, in: &storage)
+                client.publish(.resumed, in: &storage)
                 defer { storage.pauseWaiters = [] }
                 return storage.pauseWaiters
             case .none:
@@ -280,7 +298,7 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
     /// idle timeout.
     public func suspend() {
         storage.withLock { storage in
-            if storage.machine.suspend() == .pause { publish(.suspended, in: &storage) }
+            if storage.machine.suspend() == .pause { client.publish(.suspended, in: &storage) }
         }
     }
 
@@ -294,7 +312,7 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
         enum Next {
             case nothing
             case stop(Task<Void, Never>?, [CheckedContinuation<Void, Never>])
-            case completed(Completion)
+            case completed(TaskClient.Completion)
         }
         let next: Next = storage.withLock { storage in
             switch storage.machine.cancel(error) {
@@ -304,7 +322,7 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
                 defer { storage.pauseWaiters = [] }
                 return .stop(storage.transfer, storage.pauseWaiters)
             case .completeWithoutTransfer(let error):
-                return .completed(completeLocked(error: error, in: &storage))
+                return .completed(client.completeLocked(error: error, in: &storage))
             }
         }
         switch next {
@@ -314,7 +332,7 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
             transfer?.cancel()
             for waiter in waiters { waiter.resume() }
         case .completed(let waiters):
-            didComplete(waiters: waiters)
+            client.didComplete(waiters: waiters)
         }
     }
 }

@@ -51,7 +51,7 @@ public final class StreamTask: SessionTask, @unchecked Sendable {
     ) {
         guard let connection else { throw FerryError(.unsupportedConfiguration, "Not a stream task.") }
         let (data, atEOF) = try await connection.read(minLength: minLength, maxLength: maxLength, timeout: timeout)
-        data.withUnsafeBytes { didReceive(data: $0, publishData: false) }
+        data.withUnsafeBytes { client.didReceive(data: $0, publishData: false) }
         return (data, atEOF)
     }
 
@@ -64,7 +64,7 @@ public final class StreamTask: SessionTask, @unchecked Sendable {
     public func write(_ data: Data, timeout: TimeInterval) async throws(FerryError) {
         guard let connection else { throw FerryError(.unsupportedConfiguration, "Not a stream task.") }
         try await connection.write(data, timeout: timeout)
-        didMove(.sent, bytes: Int64(data.count), publish: false, unpublished: 0)
+        client.didMove(.sent, bytes: Int64(data.count), publish: false, unpublished: 0)
     }
 
     /// Closes the writing side after the writes made so far (the peer reads an end of input);

@@ -28,7 +28,7 @@ struct BodyWriter {
         var lastCheckpoint = (bytes: position, time: ContinuousClock.now)
         var iterator = body.makeAsyncIterator()
         while true {
-            try await task.waitWhilePaused()
+            try await task.client.waitWhilePaused()
             guard let chunk = try await iterator.next() else { break }
             let count = try chunk.withUnsafeReadableBytes { bytes -> Int64 in
                 var slice = bytes

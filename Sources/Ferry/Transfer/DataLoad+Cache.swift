@@ -39,7 +39,7 @@ extension DataLoad {
             key.url = head.url
             if head.statusCode == 304, let stored {
                 // Not modified: the stored body, with the 304's fresh metadata.
-                await transfer.drain(body)
+                await body.drain()
                 let freshened = stored.freshened(by: head, requestTime: requestTime, responseTime: Date())
                 if CacheRules.isStorable(head, for: sent) || CacheRules.isStorable(stored.response, for: sent),
                     let accepted = await willCache(freshened)

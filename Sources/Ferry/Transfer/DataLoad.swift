@@ -27,7 +27,7 @@ extension DataLoad {
     /// A data or upload task's final response: announces it, asks the delegate what to do,
     /// then reads the body into memory (or hands it to a download).
     func consumeInMemory(_ body: ResponseBody, head: HTTPResponse) async throws -> TaskOutcome {
-        origin.didReceive(response: head)
+        origin.client.didReceive(response: head)
         if let delegate = session.delegate, let task = origin as? DataTask {
             let session = self.session
             switch await session.askDelegate({ await delegate.session(session, dataTask: task, didReceive: head) }) {
@@ -58,15 +58,15 @@ extension DataLoad {
         if let expected = head.expectedContentLength { data.reserveCapacity(Int(expected)) }
         var iterator = body.makeAsyncIterator()
         while true {
-            try await origin.waitWhilePaused()
+            try await origin.client.waitWhilePaused()
             guard let chunk = try await iterator.next() else { break }
             guard Int64(data.count + chunk.readableBytes) <= limit else { throw tooLarge }
             chunk.withUnsafeReadableBytes { bytes in
                 data.append(contentsOf: bytes)
-                origin.didReceive(data: bytes, publishData: true)
+                origin.client.didReceive(data: bytes, publishData: true)
             }
         }
-        guard origin.transferWillFinish() else { throw CancellationError() }
+        guard origin.client.transferWillFinish() else { throw CancellationError() }
         return .data(data)
     }
 
@@ -75,9 +75,9 @@ extension DataLoad {
         guard let dataTask = origin as? DataTask else { return try await collect(body, head: head) }
         let download = try session.adoptDownload(from: dataTask, response: head)
         transfer.active.withLock { $0 = download }
-        dataTask.publish(.becameDownload(download))
-        if dataTask.transferWillFinish() {
-            dataTask.transferDidFinish(error: nil, outcome: .becameDownload)
+        dataTask.client.publish(.becameDownload(download))
+        if dataTask.client.transferWillFinish() {
+            dataTask.client.transferDidFinish(error: nil, outcome: .becameDownload)
         }
         do {
             guard head.isSuccess else { throw await transfer.statusError(head, body: body) }
@@ -97,14 +97,14 @@ extension DataLoad {
                 file.discard()
                 throw error
             }
-            guard download.transferWillFinish() else {
+            guard download.client.transferWillFinish() else {
                 file.discard()
                 throw CancellationError()
             }
             let outcome = try await Transfer.deliver(file.url, head: head, task: download, delivery: .delegate)
-            download.transferDidFinish(error: nil, outcome: outcome)
+            download.client.transferDidFinish(error: nil, outcome: outcome)
         } catch {
-            download.transferDidFinish(error: transfer.ferryError(from: error), outcome: nil)
+            download.client.transferDidFinish(error: transfer.ferryError(from: error), outcome: nil)
         }
         return .becameDownload
     }

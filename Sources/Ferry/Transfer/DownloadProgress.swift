@@ -12,16 +12,16 @@ struct DownloadProgress {
     mutating func willContinue() { offsetPending = true }
 
     mutating func announceResponse(_ head: HTTPResponse, task: SessionTask) {
-        task.didReceive(response: head, announce: !announcedResponse)
+        task.client.didReceive(response: head, announce: !announcedResponse)
         announcedResponse = true
     }
 
     /// Publishes `resumedAtOffset` for the first response after a resume or a retry, and
     /// whenever bytes on disk are discarded (`force`).
     mutating func announceOffset(_ offset: Int64, total: Int64?, task: SessionTask, force: Bool) {
-        task.setDownloadPosition(offset, expected: total)
+        task.client.setDownloadPosition(offset, expected: total)
         guard force || offsetPending else { return }
         offsetPending = false
-        task.publish(.resumedAtOffset(offset, expectedTotalBytes: total))
+        task.client.publish(.resumedAtOffset(offset, expectedTotalBytes: total))
     }
 }

@@ -40,11 +40,11 @@ extension Downloader {
                 }
                 guard case .retry(let attempt, let delay) = retry.decide(after: failure, cancelled: Task.isCancelled)
                 else { throw failure }
-                task.publish(.willRetry(attempt: attempt, delay: delay, error: failure))
+                task.client.publish(.willRetry(attempt: attempt, delay: delay, error: failure))
                 try await transfer.waitBeforeRetry(.seconds(delay))
             }
         }
-        guard task.transferWillFinish() else { throw CancellationError() }
+        guard task.client.transferWillFinish() else { throw CancellationError() }
         return .file(output.url)
     }
 
@@ -73,12 +73,12 @@ extension Downloader {
                 response: head
             )
         }
-        task.setDownloadPosition(0, expected: expected)
+        task.client.setDownloadPosition(0, expected: expected)
         var meter = ProgressMeter(task: task, direction: .written)
         var written: Int64 = 0
         var iterator = body.makeAsyncIterator()
         while true {
-            try await task.waitWhilePaused()
+            try await task.client.waitWhilePaused()
             guard let chunk = try await iterator.next() else { break }
             let count = Int64(chunk.readableBytes)
             if let expected, written + count > expected {

@@ -73,7 +73,7 @@ extension Downloader {
                         reservation: nil,
                         priority: self.options.priority
                     ) {
-                        [task = self.task] in task.setQueued($0)
+                        [task = self.task] in task.client.setQueued($0)
                     }
                     defer { lease.release() }
                     try await self.segmentWorker(run, request: request, first: nil, lease: lease, slotFirst: true)
@@ -154,7 +154,7 @@ extension Downloader {
             }
             // A split download continued from resume data has no first response of its own:
             // the first segment's answer is the task's response.
-            if task.response == nil, run.takeFirstAnswer() { task.didReceive(response: head) }
+            if task.response == nil, run.takeFirstAnswer() { task.client.didReceive(response: head) }
             return last + 1
         case 200:
             if offered == run.validator {
@@ -187,7 +187,7 @@ extension Downloader {
         var iterator = body.makeAsyncIterator()
         var received: Int64 = 0
         while true {
-            try await task.waitWhilePaused()
+            try await task.client.waitWhilePaused()
             guard let chunk = try await iterator.next() else {
                 guard let (next, end) = run.position(of: start), next < min(end, promisedEnd) else { return }
                 throw FerryError(

@@ -62,14 +62,14 @@ extension Downloader {
         segments: SegmentPlan? = nil
     ) -> FerryError {
         var failure = error
-        let cancelled = error.reason == .cancelled || task.isCanceling
+        let cancelled = error.reason == .cancelled || task.client.isCanceling
         let resumable = planner.canResume(withChecksum: options.checksum != nil)
         let store = configuration.resumeStore
         let key = options.resumeKey
         var refused = error.reason == .checksumMismatch
         if error.reason.limit != nil { refused = true }
         let kept = segments?.written ?? file.length
-        guard kept > 0, resumable, !cancelled || task.producesResumeData, !refused else {
+        guard kept > 0, resumable, !cancelled || task.client.producesResumeData, !refused else {
             file.discard()
             store?.remove(key)
             return failure

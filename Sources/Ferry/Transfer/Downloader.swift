@@ -153,7 +153,7 @@ extension Downloader {
                         "retrying",
                         metadata: ["attempt": "\(attempt)", "delay": "\(delay)", "error": "\(error)"]
                     )
-                    task.publish(.willRetry(attempt: attempt, delay: delay, error: error))
+                    task.client.publish(.willRetry(attempt: attempt, delay: delay, error: error))
                     if let run = segments {
                         try? run.checkpoint(force: true)
                     } else {
@@ -167,9 +167,9 @@ extension Downloader {
                     try checkpoint(file, request: request, planner: machine.planner).invalidate()
                     try file.truncate(to: 0)
                     segments = nil
-                    task.publish(.segments(1, reason: rangesIgnored ? reason : nil))
-                    task.publish(.resumedAtOffset(0, expectedTotalBytes: nil))
-                    task.setDownloadPosition(0, expected: nil)
+                    task.client.publish(.segments(1, reason: rangesIgnored ? reason : nil))
+                    task.client.publish(.resumedAtOffset(0, expectedTotalBytes: nil))
+                    task.client.setDownloadPosition(0, expected: nil)
                     action = machine.next(bytesOnDisk: 0)
                 case .finish:
                     break loop
@@ -215,7 +215,7 @@ extension Downloader {
             store?.remove(key)
             throw transfer.ferryError(from: error)
         }
-        guard task.transferWillFinish() else {
+        guard task.client.transferWillFinish() else {
             delivered.discard()
             throw CancellationError()
         }
@@ -305,20 +305,20 @@ extension Downloader {
         case .fail(let error, let status):
             // A status the download cannot use: its body never touches the partial file.
             if status { throw await transfer.statusError(head, body: body) }
-            await transfer.drain(body)
+            await body.drain()
             throw error
         case .restart(let then):
             logger.debug(
                 "the server's answer does not continue the bytes on disk: starting over",
                 metadata: ["status": "\(head.statusCode)"]
             )
-            await transfer.drain(body)
+            await body.drain()
             try previous.invalidate()
             try file.truncate(to: 0)
             if hadBytes { progress.announceOffset(0, total: nil, task: task, force: true) }
             return then
         case .complete:
-            await transfer.drain(body)
+            await body.drain()
             progress.announceResponse(head, task: task)
             return .finish
         case .writeFromStart(let expected, let restart, let split):
@@ -333,9 +333,9 @@ extension Downloader {
             case .no:
                 break
             case .refused(let reason):
-                task.publish(.segments(1, reason: reason))
+                task.client.publish(.segments(1, reason: reason))
             case .into(let plan, let validator):
-                task.publish(.segments(plan.segments.count, reason: nil))
+                task.client.publish(.segments(plan.segments.count, reason: nil))
                 logger.debug("splitting", metadata: ["segments": "\(plan.segments.count)"])
                 // The whole length at once (sparse): segments write anywhere in it.
                 try file.truncate(to: plan.length)

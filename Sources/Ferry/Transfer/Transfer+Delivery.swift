@@ -28,14 +28,14 @@ extension Transfer {
     {
         switch delivery {
         case .handOver:
-            task.publish(.finishedDownloading(location: location))
+            task.client.publish(.finishedDownloading(location: location))
             return .file(location)
         case .delegate:
-            await task.publishAndWaitForDelegate(.finishedDownloading(location: location))
+            await task.client.publishAndWaitForDelegate(.finishedDownloading(location: location))
             try? FileManager.default.removeItem(at: location)
             return .file(location)
         case .destination(let destination):
-            task.publish(.finishedDownloading(location: location))
+            task.client.publish(.finishedDownloading(location: location))
             do {
                 let target = try destination.resolve(location, head)
                 if let directories = destination.confinement, !PathConfinement.contains(directories, target) {
@@ -50,14 +50,14 @@ extension Transfer {
                     createDirectories: destination.options.contains(.createIntermediateDirectories),
                     replace: destination.options.contains(.removePreviousFile)
                 )
-                task.publish(.movedDownload(to: target))
+                task.client.publish(.movedDownload(to: target))
                 return .file(target)
             } catch {
                 if let source { source.discard() } else { try? FileManager.default.removeItem(at: location) }
                 var failure =
                     (error as? FerryError) ?? FerryError(.fileSystem, "Cannot move the download.", underlying: error)
                 failure.response = head
-                task.publish(.failedToMoveDownload(failure))
+                task.client.publish(.failedToMoveDownload(failure))
                 throw failure
             }
         }

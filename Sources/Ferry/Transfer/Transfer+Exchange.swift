@@ -37,7 +37,7 @@ extension Transfer {
             body: body.map { CountingChunks(base: $0.chunks(), task: task, length: $0.length, throttle: throttle) },
             decompressing: decompressing
         )
-        var exchange = try await engine.execute(outgoing) { task.touch() }
+        var exchange = try await engine.execute(outgoing) { task.client.touch() }
         exchange.body.throttle = throttle
         return exchange
     }

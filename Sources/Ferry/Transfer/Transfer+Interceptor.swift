@@ -36,8 +36,8 @@ extension Transfer {
     func waitBeforeRetry(_ delay: Duration) async throws {
         lease.release()
         let waiting = active.withLock { $0 }  // the task the watchdog reads
-        waiting.setQueued(true)
-        defer { waiting.setQueued(false) }
+        waiting.client.setQueued(true)
+        defer { waiting.client.setQueued(false) }
         try await Task.sleep(for: delay)
     }
 }

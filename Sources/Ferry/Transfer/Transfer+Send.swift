@@ -16,12 +16,6 @@ import FoundationNetworking
 extension Transfer {
     // MARK: Sending, with redirects
 
-    /// What one hop came to: the consumer's result, or an event for the request loop.
-    enum HopOutcome<Result: Sendable>: Sendable {
-        case final(Result)
-        case event(RequestLoop.Event)
-    }
-
     /// Sends `request`, following redirects, and hands the final response to `consume`
     /// while its connection slot is held. Each hop waits for its origin's slot, held through
     /// `lease` (the transfer's own unless a segment of a split download brings its own).
@@ -38,7 +32,7 @@ extension Transfer {
         var loop = RequestLoop(
             request: try await adapt(request, with: interceptor),
             body: body,
-            reason: origin.hasTransactions ? .resume : .initial,
+            reason: origin.client.hasTransactions ? .resume : .initial,
             home: origin.originalRequest.url.map(Origin.init),
             intercepts: interceptor != nil
         )
@@ -46,7 +40,7 @@ extension Transfer {
         while true {
             switch action {
             case .send(let hop):
-                if hop.isRepeat, hop.body != nil { origin.resetSentBytes() }
+                if hop.isRepeat, hop.body != nil { origin.client.resetSentBytes() }
                 switch try await send(hop, of: loop, lease: lease, consume: consume) {
                 case .final(let result): return result
                 case .event(let event): action = loop.next(after: event)
@@ -80,7 +74,7 @@ extension Transfer {
         lease: HostLimiter.Lease,
         consume: (ResponseBody, HTTPResponse) async throws -> Result
     ) async throws -> HopOutcome<Result> {
-        try await origin.waitWhilePaused()
+        try await origin.client.waitWhilePaused()
         guard let url = hop.request.url else { throw FerryError(.invalidURL, "The request has no URL.") }
         // The store's cookies for this hop (a redirect may lead where others apply).
         // (Setting a URLRequest field copies the request: only when something changes.)
@@ -103,11 +97,11 @@ extension Transfer {
         defer {
             transaction.responseEndDate = Date()
             transaction.countOfRequestBodyBytesSent = hop.body == nil ? 0 : origin.countOfBytesSent
-            origin.record(transaction)
+            origin.client.record(transaction)
         }
         do {
             return try await lease.holding(Origin(url)) {
-                origin.touch()
+                origin.client.touch()
                 transaction.requestStartDate = Date()
                 sentRequest.withLock { $0 = currentRequest }
                 logRequest(currentRequest)
@@ -121,7 +115,7 @@ extension Transfer {
                     response.body.abandon()
                     transaction.countOfResponseBodyBytesReceived = response.body.bytesRead
                 }
-                origin.touch()
+                origin.client.touch()
                 let head = HTTPResponse(url: url, head: response.head)
                 logResponse(head)
                 try checkHeaderLimits(head)
@@ -147,13 +141,15 @@ extension Transfer {
         consume: (ResponseBody, HTTPResponse) async throws -> Result
     ) async throws -> HopOutcome<Result> {
         if let followUp = try await followUp(after: head, of: hop, in: loop) {
-            await drain(body)
+            await body.drain()
             return .event(.followUp(followUp))
         }
         // The interceptor is asked without the connection slot (a token refresh may need a
         // connection to this very host), so the body is read first.
         if loop.asksInterceptor(aboutStatus: head.statusCode) {
-            return .event(.errorStatus(head, try await bufferWhole(body, head: head)))
+            return .event(
+                .errorStatus(head, try await body.buffered(limit: configuration.maximumInMemoryBodySize, of: head))
+            )
         }
         return .final(try await consume(body, head))
     }
@@ -190,7 +186,7 @@ extension Transfer {
             return .authenticate(retry)
         }
         if let next = try await redirect(for: hop.request, response: head, body: hop.body, redirects: hop.redirects) {
-            origin.setCurrentRequest(next.request, redirectedBy: head)
+            origin.client.setCurrentRequest(next.request, redirectedBy: head)
             logger.debug(
                 "redirect",
                 metadata: ["from": "\(url)", "to": "\(next.request.url?.absoluteString ?? "")"]
@@ -213,35 +209,10 @@ extension Transfer {
             )
         }
     }
+}
 
-    /// Every buffer of `body`, at most ``SessionConfiguration/maximumInMemoryBodySize`` bytes.
-    func bufferWhole(_ body: ResponseBody, head: HTTPResponse) async throws -> CircularBuffer<ByteBuffer> {
-        let limit = configuration.maximumInMemoryBodySize
-        var buffers = CircularBuffer<ByteBuffer>()
-        var total: Int64 = 0
-        for try await buffer in body {
-            total += Int64(buffer.readableBytes)
-            guard total <= limit else {
-                throw FerryError(
-                    .bodyTooLarge(limit: limit),
-                    "The error response is larger than \(limit) bytes (maximumInMemoryBodySize).",
-                    response: head
-                )
-            }
-            buffers.append(buffer)
-        }
-        return buffers
-    }
-
-    /// Reads a little of a body nobody wants, so its connection can be reused; a large one
-    /// is abandoned (the connection is closed instead).
-    func drain(_ body: ResponseBody) async {
-        var remaining = 64 * 1024
-        do {
-            for try await chunk in body {
-                remaining -= chunk.readableBytes
-                if remaining < 0 { break }
-            }
-        } catch {}
-    }
+/// What one hop came to: the consumer's result, or an event for the request loop.
+enum HopOutcome<Result: Sendable>: Sendable {
+    case final(Result)
+    case event(RequestLoop.Event)
 }

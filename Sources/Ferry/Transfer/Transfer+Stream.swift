@@ -10,17 +10,17 @@ extension Transfer {
     /// counts as idleness. The task completes (and the sequence ends) once the last chunk was
     /// handed over.
     func stream(_ body: ResponseBody, head: HTTPResponse, to sink: ResponseStreamSink) async throws -> TaskOutcome {
-        origin.didReceive(response: head)
+        origin.client.didReceive(response: head)
         sink.deliver(head)
         let task = origin
         var iterator = body.makeAsyncIterator()
         while true {
-            try await task.waitWhilePaused()
+            try await task.client.waitWhilePaused()
             guard let chunk = try await iterator.next() else { break }
-            chunk.withUnsafeReadableBytes { task.didReceive(data: $0, publishData: false) }
-            try await sink.yield(chunk) { task.setQueued($0) }
+            chunk.withUnsafeReadableBytes { task.client.didReceive(data: $0, publishData: false) }
+            try await sink.yield(chunk) { task.client.setQueued($0) }
         }
-        guard task.transferWillFinish() else { throw CancellationError() }
+        guard task.client.transferWillFinish() else { throw CancellationError() }
         return .streamed
     }
 }

@@ -57,7 +57,7 @@ extension Upgrader {
                 // An upgrade has no interceptor.
                 throw FerryError(.invalidRequest, "The upgrade's request loop asked for an interceptor.")
             }
-            try await origin.waitWhilePaused()
+            try await origin.client.waitWhilePaused()
             var outgoing = hop.request
             guard let url = outgoing.url else { throw FerryError(.invalidURL, "The request has no URL.") }
             if let cookies = configuration.cookieStore, !loop.userCookies {
@@ -86,9 +86,9 @@ extension Upgrader {
             do {
                 let switched = connecting ? (200..<300).contains(response.statusCode) : response.statusCode == 101
                 if switched, let dataTask = origin as? DataTask {
-                    origin.didReceive(response: response)
+                    origin.client.didReceive(response: response)
                     connection.unread(rest)
-                    guard origin.transferWillFinish() else { throw CancellationError() }
+                    guard origin.client.transferWillFinish() else { throw CancellationError() }
                     try session.adoptStream(connection, from: dataTask)
                     return .becameStreamTask
                 }
@@ -99,7 +99,7 @@ extension Upgrader {
                     action = loop.next(after: .followUp(followUp))
                     continue
                 }
-                origin.didReceive(response: response)
+                origin.client.didReceive(response: response)
                 let data = try await readBody(
                     of: parsed,
                     method: outgoing.method.rawValue,
@@ -107,7 +107,7 @@ extension Upgrader {
                     from: connection
                 )
                 connection.close()
-                guard origin.transferWillFinish() else { throw CancellationError() }
+                guard origin.client.transferWillFinish() else { throw CancellationError() }
                 return .data(data)
             } catch {
                 connection.close()
@@ -155,7 +155,7 @@ extension Upgrader {
                     timeout: options.idleTimeout
                 )
             }
-            origin.touch()
+            origin.client.touch()
             transfer.sentRequest.withLock { $0 = request }
             transfer.logRequest(request)
             let length = body?.length
@@ -213,7 +213,7 @@ extension Upgrader {
             } else {
                 try await connection.write(bytes, timeout: options.idleTimeout)
             }
-            origin.touch()
+            origin.client.touch()
         }
         if chunked { try await connection.write(Data("0\r\n\r\n".utf8), timeout: options.idleTimeout) }
     }
@@ -232,7 +232,7 @@ extension Upgrader {
                 maxLength: 64 * 1024,
                 timeout: options.idleTimeout
             )
-            origin.touch()
+            origin.client.touch()
             parser.append(ByteBuffer(bytes: data))
             if atEOF {
                 guard let head = try parser.head() else {
@@ -258,7 +258,7 @@ extension Upgrader {
             pending: start,
             limit: configuration.maximumInMemoryBodySize,
             timeout: options.idleTimeout
-        ) { [origin] in origin.touch() }
+        ) { [origin] in origin.client.touch() }
         switch try ResponseHeadParser.framing(of: head, method: method) {
         case .none:
             break

@@ -52,7 +52,7 @@ final class Transfer: Sendable {
         self.options = options
         self.lease = HostLimiter.Lease(session.engine.limiter, reservation: admission, priority: options.priority) {
             queued in
-            task.setQueued(queued)
+            task.client.setQueued(queued)
         }
         self.throttle = Throttle.make(task: task, shared: session.engine.rateLimiter)
         var logger = session.configuration.logger
@@ -84,7 +84,7 @@ final class Transfer: Sendable {
         } else {
             logger.debug("task completed")
         }
-        origin.transferDidFinish(error: failure, outcome: outcome)
+        origin.client.transferDidFinish(error: failure, outcome: outcome)
     }
 
     /// Runs `work` once the task holds a slot for the origin of its original request: a task
@@ -107,7 +107,7 @@ final class Transfer: Sendable {
     func checkTimeouts() {
         let idle = Duration.seconds(options.idleTimeout)
         let resource = Duration.seconds(configuration.timeoutIntervalForResource)
-        let deadlines = active.withLock { $0 }.timeoutDeadlines(idle: idle, resource: resource)
+        let deadlines = active.withLock { $0 }.client.timeoutDeadlines(idle: idle, resource: resource)
         let now = ContinuousClock.now
         let timeout: FerryError
         if now >= deadlines.resource {
@@ -127,7 +127,7 @@ final class Transfer: Sendable {
             defer { reason = reason ?? timeout }
             return reason == nil
         }
-        if first { origin.interruptTransfer() }
+        if first { origin.client.interruptTransfer() }
     }
 
     private func perform() async throws -> TaskOutcome {

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Synchronization
 
@@ -5,17 +6,27 @@ import Synchronization
 import FoundationNetworking
 #endif
 
-/// What the transfer (and the background link) use of a task: its activity, queued state,
-/// pause waiters, transactions, progress, events and completion, each member under the
-/// task's one lock.
-extension SessionTask {
-    // MARK: Used by the transfer
+/// What a task's transfer (and a background session's link) tell the task and ask of it,
+/// as Foundation's `URLProtocolClient` is for a `URLProtocol`: the response, bytes moved,
+/// activity, redirects, transactions, events, progress calls and the completion.
+///
+/// ## Lifecycle and threading
+/// A value made on demand (``SessionTask/client``) that holds only its task; every member
+/// takes the task's one lock (``SessionTask/storage``), or, for the `in storage:` forms, is
+/// called with it already held. Events and progress calls go out through the session's
+/// serial delivery context in the order they were made; continuations are resumed after
+/// the lock is released.
+struct TaskClient: Sendable {
+    /// The task reported to.
+    let task: SessionTask
+
+    // MARK: Activity and pauses
 
     /// Waits while the task is suspended. Throws when the transfer is cancelled.
     func waitWhilePaused() async throws {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let wait = storage.withLock { storage in
+                let wait = task.storage.withLock { storage in
                     guard storage.machine.state == .paused, !Task.isCancelled else { return false }
                     storage.pauseWaiters.append(continuation)
                     return true
@@ -23,7 +34,7 @@ extension SessionTask {
                 if !wait { continuation.resume() }
             }
         } onCancel: {
-            let waiters = storage.withLock { storage in
+            let waiters = task.storage.withLock { storage in
                 defer { storage.pauseWaiters = [] }
                 return storage.pauseWaiters
             }
@@ -35,13 +46,13 @@ extension SessionTask {
     /// Cancels the running transfer's Swift task without cancelling the task itself: the
     /// transfer reports why (a timeout) and fails as it would after any error.
     func interruptTransfer() {
-        storage.withLock { $0.transfer }?.cancel()
+        task.storage.withLock { $0.transfer }?.cancel()
     }
 
     /// Takes over `other`'s running transfer, which has just received `response`.
     func adoptTransfer(of other: SessionTask, response: HTTPResponse) -> Bool {
         let handle = other.storage.withLock { $0.transfer }
-        return storage.withLock { storage in
+        return task.storage.withLock { storage in
             guard storage.machine.adoptRunningTransfer() else { return false }
             storage.transfer = handle
             storage.startedAt = .now
@@ -55,12 +66,12 @@ extension SessionTask {
     }
 
     /// Records that bytes moved now (for the idle timeout).
-    func touch() { storage.withLock { $0.lastActivity = .now } }
+    func touch() { task.storage.withLock { $0.lastActivity = .now } }
 
     /// Marks the task as waiting (for a connection slot, or before a retry) or done waiting;
     /// waiting is not idleness.
     func setQueued(_ queued: Bool) {
-        storage.withLock { storage in
+        task.storage.withLock { storage in
             storage.queued = queued
             storage.lastActivity = .now
         }
@@ -72,7 +83,7 @@ extension SessionTask {
         idle: Duration,
         resource: Duration
     ) -> (idle: ContinuousClock.Instant?, resource: ContinuousClock.Instant) {
-        storage.withLock { storage in
+        task.storage.withLock { storage in
             let started = storage.startedAt ?? .now
             let idleDeadline = storage.machine.state == .paused || storage.queued ? nil : storage.lastActivity + idle
             return (idleDeadline, started + resource)
@@ -80,7 +91,7 @@ extension SessionTask {
     }
 
     func setCurrentRequest(_ request: URLRequest, redirectedBy response: HTTPResponse) {
-        storage.withLock { storage in
+        task.storage.withLock { storage in
             storage.currentRequest = request
             publish(.willRedirect(response: response, newRequest: request), in: &storage)
         }
@@ -89,7 +100,7 @@ extension SessionTask {
     /// The final response head arrived; `announce` publishes `.response` (a download that
     /// asks again publishes only its first).
     func didReceive(response: HTTPResponse, announce: Bool = true) {
-        storage.withLock { storage in
+        task.storage.withLock { storage in
             storage.response = response
             storage.bytesExpectedToReceive = response.expectedBodyLength(forMethod: storage.currentRequest.method)
             if announce { publish(.response(response), in: &storage) }
@@ -98,40 +109,15 @@ extension SessionTask {
 
     /// A download continues at `bytes` of a representation of `expected` bytes.
     func setDownloadPosition(_ bytes: Int64, expected: Int64?) {
-        storage.withLock { storage in
+        task.storage.withLock { storage in
             storage.bytesReceived = bytes
             storage.bytesExpectedToReceive = expected
         }
     }
 
-    /// For a background session's task: returns once the daemon has stored the task (from
-    /// then on it runs whatever happens to this process), or throws the error the task
-    /// completed with before that. Returns at once for other sessions' tasks.
-    ///
-    /// ```swift
-    /// let task = session.downloadTask(with: url)
-    /// task.resume()
-    /// try await task.waitUntilInDaemon()
-    /// exit(0)  // the download goes on in `ferry daemon`
-    /// ```
-    public func waitUntilInDaemon() async throws(FerryError) {
-        guard session?.background != nil else { return }
-        // Woken when the id is set or the task completes, whichever comes first.
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let waits = storage.withLock { storage in
-                guard storage.backgroundID == nil, storage.machine.publicState != .completed else { return false }
-                storage.daemonWaiters.append(continuation)
-                return true
-            }
-            if !waits { continuation.resume() }
-        }
-        let error = storage.withLock { $0.backgroundID == nil ? $0.error : nil }
-        if let error { throw error }
-    }
-
     /// A background task's bytes as the daemon reports them.
     func backgroundProgress(received: Int64, expected: Int64?) {
-        let delta: Int64 = storage.withLock { storage in
+        let delta: Int64 = task.storage.withLock { storage in
             storage.bytesExpectedToReceive = expected ?? storage.bytesExpectedToReceive
             return max(0, received - storage.bytesReceived)
         }
@@ -139,9 +125,9 @@ extension SessionTask {
     }
 
     var backgroundID: Int64? {
-        get { storage.withLock { $0.backgroundID } }
-        set {
-            let waiters = storage.withLock { storage in
+        get { task.storage.withLock { $0.backgroundID } }
+        nonmutating set {
+            let waiters = task.storage.withLock { storage in
                 storage.backgroundID = newValue
                 defer { storage.daemonWaiters = [] }
                 return storage.daemonWaiters
@@ -152,23 +138,17 @@ extension SessionTask {
 
     /// Whether `cancel` was called (the transfer is stopping).
     var isCanceling: Bool {
-        storage.withLock { if case .canceling = $0.machine.state { true } else { false } }
+        task.storage.withLock { if case .canceling = $0.machine.state { true } else { false } }
     }
 
     /// Whether the owner cancelled asking for resume data.
-    var producesResumeData: Bool { storage.withLock { $0.producesResumeData } }
-
-    /// Cancels, asking the transfer to keep its partial file and make resume data.
-    func cancelKeepingPartial() {
-        storage.withLock { $0.producesResumeData = true }
-        cancel()
-    }
+    var producesResumeData: Bool { task.storage.withLock { $0.producesResumeData } }
 
     /// Counts received body bytes; publishes `data` when somebody listens.
     func didReceive(data buffer: UnsafeRawBufferPointer, publishData: Bool) {
         // Asked before the task's lock is taken: the session's lock is never taken inside it.
-        let delegateWants = publishData && session?.delegate != nil
-        storage.withLock { storage in
+        let delegateWants = publishData && task.session?.delegate != nil
+        task.storage.withLock { storage in
             storage.bytesReceived += Int64(buffer.count)
             storage.lastActivity = .now
             countReceivedForProgress(Int64(buffer.count), in: &storage)
@@ -189,7 +169,7 @@ extension SessionTask {
     /// Counts `bytes` moved in `direction`; publishes the event when `publish` is set (the
     /// transfer coalesces these in time, see ``ProgressMeter``), covering `unpublished`.
     func didMove(_ direction: ByteDirection, bytes: Int64, publish shouldPublish: Bool, unpublished: Int64) {
-        storage.withLock { storage in
+        task.storage.withLock { storage in
             storage.lastActivity = .now
             let event: TaskEvent
             switch direction {
@@ -215,33 +195,33 @@ extension SessionTask {
         }
     }
 
-    func resetSentBytes() { storage.withLock { $0.bytesSent = 0 } }
+    func resetSentBytes() { task.storage.withLock { $0.bytesSent = 0 } }
 
     func publish(_ event: TaskEvent) {
-        storage.withLock { publish(event, in: &$0) }
+        task.storage.withLock { publish(event, in: &$0) }
     }
 
     /// Publishes `event` and waits until the delegate has handled it (when there is one).
     func publishAndWaitForDelegate(_ event: TaskEvent) async {
-        guard session?.delegate != nil else {
+        guard task.session?.delegate != nil else {
             publish(event)
             return
         }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            storage.withLock { storage in
+            task.storage.withLock { storage in
                 for subscriber in storage.subscribers.values { subscriber.yield(event) }
-                hub.publish(.task(self, event), done: continuation)
+                task.hub.publish(.task(task, event), done: continuation)
             }
         }
     }
 
     /// The transfer asks to commit to its outcome; `false` when a cancel came first.
-    func transferWillFinish() -> Bool { storage.withLock { $0.machine.transferWillFinish() } }
+    func transferWillFinish() -> Bool { task.storage.withLock { $0.machine.transferWillFinish() } }
 
     /// The transfer ended: completes the task unless it already completed.
     func transferDidFinish(error: FerryError?, outcome: TaskOutcome?) {
         let transferError = error
-        let waiters: Completion? = storage.withLock { storage in
+        let waiters: Completion? = task.storage.withLock { storage in
             guard case .complete(var error) = storage.machine.transferFinished(error: error) else { return nil }
             // A cancel's reason wins, but the resume data the stopped transfer made survives.
             if error != nil, error?.resumeData == nil { error?.resumeData = transferError?.resumeData }
@@ -254,14 +234,14 @@ extension SessionTask {
     /// Waits for the completion and returns the error and outcome.
     func completion() async -> (FerryError?, TaskOutcome?) {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let done = storage.withLock { storage in
+            let done = task.storage.withLock { storage in
                 if storage.machine.state == .completed { return true }
                 storage.completionWaiters.append(continuation)
                 return false
             }
             if done { continuation.resume() }
         }
-        return storage.withLock { ($0.error, $0.outcome) }
+        return task.storage.withLock { ($0.error, $0.outcome) }
     }
 
     /// Sets the handler called once when the task completes. A task that completed already
@@ -269,7 +249,7 @@ extension SessionTask {
     /// in the session's delivery context, or on a task of its own once that context has
     /// ended with the session.
     func setCompletionHandler(_ handler: @escaping @Sendable (SessionTask, FerryError?) -> Void) {
-        let completed: FerryError?? = storage.withLock { storage in
+        let completed: FerryError?? = task.storage.withLock { storage in
             guard storage.machine.state == .completed else {
                 storage.completionHandler = handler
                 return .none
@@ -277,31 +257,31 @@ extension SessionTask {
             return .some(storage.error)
         }
         guard case .some(let error) = completed else { return }
-        let call: @Sendable () async -> Void = { handler(self, error) }
-        if !hub.enqueue(call) { Task { await call() } }
+        let call: @Sendable () async -> Void = { handler(task, error) }
+        if !task.hub.enqueue(call) { Task { await call() } }
     }
 
     /// The completion handler, taken: whoever takes it calls it, so it runs once.
     func takeCompletionHandler() -> (@Sendable (SessionTask, FerryError?) -> Void)? {
-        storage.withLock { storage in
+        task.storage.withLock { storage in
             defer { storage.completionHandler = nil }
             return storage.completionHandler
         }
     }
 
-    var outcome: TaskOutcome? { storage.withLock { $0.outcome } }
+    var outcome: TaskOutcome? { task.storage.withLock { $0.outcome } }
 
     // MARK: Private
 
-    func hasListeners(_ storage: Storage) -> Bool {
-        !storage.subscribers.isEmpty || hub.hasSubscribers
+    func hasListeners(_ storage: SessionTask.Storage) -> Bool {
+        !storage.subscribers.isEmpty || task.hub.hasSubscribers
     }
 
-    func publish(_ event: TaskEvent, in storage: inout Storage) {
+    func publish(_ event: TaskEvent, in storage: inout SessionTask.Storage) {
         for subscriber in storage.subscribers.values { subscriber.yield(event) }
-        var needsDelivery = hub.hasDelegate
+        var needsDelivery = task.hub.hasDelegate
         if !needsDelivery, case .completed = event { needsDelivery = storage.completionHandler != nil }
-        hub.publish(.task(self, event), deliver: needsDelivery)
+        task.hub.publish(.task(task, event), deliver: needsDelivery)
     }
 
     /// What completing leaves to do outside the lock: wake waiters, end event streams
@@ -311,7 +291,7 @@ extension SessionTask {
         var streams: [AsyncStream<TaskEvent>.Continuation]
     }
 
-    func completeLocked(error: FerryError?, in storage: inout Storage) -> Completion {
+    func completeLocked(error: FerryError?, in storage: inout SessionTask.Storage) -> Completion {
         storage.error = error
         let end = Date()
         let start = min(storage.resumedAt ?? end, end)
@@ -338,13 +318,131 @@ extension SessionTask {
     func didComplete(waiters completion: Completion) {
         // Out of the session's list before anyone hears of the end: `allTasks` (URLSession's
         // getAllTasks) never lists a task whose caller was told it finished.
-        session?.taskDidComplete(self)
-        switch plan {
-        case .stream(let sink): sink.taskCompleted(with: storage.withLock { $0.error })
-        case .socket(let connection): connection.taskEnded(storage.withLock { $0.error })
+        task.session?.taskDidComplete(task)
+        switch task.plan {
+        case .stream(let sink): sink.taskCompleted(with: task.storage.withLock { $0.error })
+        case .socket(let connection): connection.taskEnded(task.storage.withLock { $0.error })
         case .data, .upload, .download: break
         }
         for stream in completion.streams { stream.finish() }
         for waiter in completion.waiters { waiter.resume() }
     }
+
+    // MARK: Metrics
+
+    /// Adds a finished request to the task's metrics.
+    func record(_ transaction: TransactionMetrics) {
+        task.storage.withLock { $0.transactions.append(transaction) }
+    }
+
+    /// Whether the task already sent a request (so the next one has a reason).
+    var hasTransactions: Bool { task.storage.withLock { !$0.transactions.isEmpty } }
+
+    // MARK: Progress
+
+    /// A progress closure and where it runs.
+    struct ProgressHandler: Sendable {
+        let queue: DispatchQueue?
+        let closure: @Sendable (TransferProgress) -> Void
+        /// Coalesces a data task's received bytes, which come without their own events.
+        var throttle = ProgressThrottle()
+        /// The last call's progress, so the final one is not repeated.
+        var lastReported: TransferProgress?
+
+        func call(_ progress: TransferProgress) {
+            if let queue {
+                queue.async { closure(progress) }
+            } else {
+                closure(progress)
+            }
+        }
+    }
+
+    func setProgressHandler(_ handler: ProgressHandler, upload: Bool) {
+        task.storage.withLock { storage in
+            if upload {
+                storage.uploadProgressHandler = handler
+            } else {
+                storage.downloadProgressHandler = handler
+            }
+            // A task that already succeeded gives a late handler its final call.
+            if storage.machine.publicState == .completed, storage.error == nil {
+                reportFinalProgress(in: &storage)
+            }
+        }
+    }
+
+    /// Reports the upload (`upload`) or download progress the counters show now to its
+    /// handler, if one is set, in the delivery context. Called under the task's lock.
+    func reportProgress(upload: Bool, in storage: inout SessionTask.Storage) {
+        if upload {
+            guard var handler = storage.uploadProgressHandler else { return }
+            let progress = TransferProgress(completedBytes: storage.bytesSent, totalBytes: storage.bytesExpectedToSend)
+            enqueue(progress, for: &handler)
+            storage.uploadProgressHandler = handler
+        } else {
+            guard var handler = storage.downloadProgressHandler else { return }
+            let progress = TransferProgress(
+                completedBytes: storage.bytesReceived,
+                totalBytes: storage.bytesExpectedToReceive
+            )
+            enqueue(progress, for: &handler)
+            storage.downloadProgressHandler = handler
+        }
+    }
+
+    /// Counts `count` bytes of a data task's body for its download handler; reports when
+    /// one is due. Called under the task's lock.
+    func countReceivedForProgress(_ count: Int64, in storage: inout SessionTask.Storage) {
+        guard storage.downloadProgressHandler?.throttle.add(count) != nil else { return }
+        reportProgress(upload: false, in: &storage)
+    }
+
+    /// The 100 % calls of a task that succeeded: what was done is the total, also when no
+    /// length was announced. Called under the task's lock, before the completion is
+    /// published, so handlers hear of it before the completion handler runs.
+    func reportFinalProgress(in storage: inout SessionTask.Storage) {
+        if var handler = storage.uploadProgressHandler, storage.bytesSent > 0 || storage.bytesExpectedToSend != nil {
+            let done = storage.bytesSent
+            enqueue(TransferProgress(completedBytes: done, totalBytes: done), for: &handler, unlessRepeated: true)
+            storage.uploadProgressHandler = handler
+        }
+        if var handler = storage.downloadProgressHandler {
+            let done = storage.bytesReceived
+            enqueue(TransferProgress(completedBytes: done, totalBytes: done), for: &handler, unlessRepeated: true)
+            storage.downloadProgressHandler = handler
+        }
+    }
+
+    /// Holds the delivery context until every progress call sent to a handler's `queue` has
+    /// run there, so the completion handler, delivered next, comes after the last of them
+    /// (what a serial queue was given runs in order). Called under the task's lock, before
+    /// the completion is published, whether or not the task succeeded.
+    ///
+    /// The wait is for the queue to run, as URLSession's deliveries wait for its delegate
+    /// queue: a queue that never runs holds the session's later deliveries with it.
+    func letProgressQueuesCatchUp(in storage: inout SessionTask.Storage) {
+        let queues = [storage.uploadProgressHandler?.queue, storage.downloadProgressHandler?.queue].compactMap { $0 }
+        guard !queues.isEmpty else { return }
+        _ = task.hub.enqueue {
+            for queue in queues {
+                await withCheckedContinuation { continuation in queue.async { continuation.resume() } }
+            }
+        }
+    }
+
+    private func enqueue(_ progress: TransferProgress, for handler: inout ProgressHandler, unlessRepeated: Bool = false)
+    {
+        if unlessRepeated, handler.lastReported == progress { return }
+        handler.lastReported = progress
+        let call = handler
+        // The delivery context is serial and already holds the events published before. (A
+        // session invalidated meanwhile delivers nothing more: no call.)
+        _ = task.hub.enqueue { call.call(progress) }
+    }
+}
+
+extension SessionTask {
+    /// The task as its transfer reports into it.
+    var client: TaskClient { TaskClient(task: self) }
 }
