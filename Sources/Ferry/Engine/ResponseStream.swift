@@ -378,23 +378,13 @@ struct ResponseBody: AsyncSequence, Sendable {
 
 extension ResponseBody {
     /// Every buffer of the body of `head`, at most `limit` bytes (an error response kept for
-    /// the interceptor, or a cached body).
+    /// the interceptor), read by the one ``BodyReader`` loop.
     ///
     /// - Throws: ``FerryError/Reason/bodyTooLarge(limit:)`` past `limit`; the body's error.
     func buffered(limit: Int64, of head: HTTPResponse) async throws -> CircularBuffer<ByteBuffer> {
         var buffers = CircularBuffer<ByteBuffer>()
-        var total: Int64 = 0
-        for try await buffer in self {
-            total += Int64(buffer.readableBytes)
-            guard total <= limit else {
-                throw FerryError(
-                    .bodyTooLarge(limit: limit),
-                    "The error response is larger than \(limit) bytes (maximumInMemoryBodySize).",
-                    response: head
-                )
-            }
-            buffers.append(buffer)
-        }
+        var reader = BodyReader(limit: .memory(limit), head: head)
+        try await reader.read(self) { buffers.append($0) }
         return buffers
     }
 

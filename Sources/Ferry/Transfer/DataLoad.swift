@@ -47,23 +47,16 @@ extension DataLoad {
     }
 
     func collect(_ body: ResponseBody, head: HTTPResponse) async throws -> TaskOutcome {
-        let limit = configuration.maximumInMemoryBodySize
-        let tooLarge = FerryError(
-            .bodyTooLarge(limit: limit),
-            "The response body is larger than \(limit) bytes (maximumInMemoryBodySize); use a download task.",
-            response: head
-        )
-        if let expected = head.expectedContentLength, expected > limit { throw tooLarge }
+        var reader = BodyReader(task: origin, limit: .memory(configuration.maximumInMemoryBodySize), head: head)
+        // The announced length of a coded body is its coded size: refused only for the limit.
+        try reader.limit?.refuse(announced: head.expectedContentLength, head: head)
         var data = Data()
         if let expected = head.expectedContentLength { data.reserveCapacity(Int(expected)) }
-        var iterator = body.makeAsyncIterator()
-        while true {
-            try await origin.client.waitWhilePaused()
-            guard let chunk = try await iterator.next() else { break }
-            guard Int64(data.count + chunk.readableBytes) <= limit else { throw tooLarge }
+        let client = origin.client
+        try await reader.read(body) { chunk in
             chunk.withUnsafeReadableBytes { bytes in
                 data.append(contentsOf: bytes)
-                origin.client.didReceive(data: bytes, publishData: true)
+                client.didReceive(data: bytes, publishData: true)
             }
         }
         guard origin.client.transferWillFinish() else { throw CancellationError() }

@@ -65,39 +65,20 @@ extension Downloader {
         // A decoded body's length is not the Content-Length of the coded one.
         let coded = head.headers["Content-Encoding"].map { !$0.isEmpty && $0.lowercased() != "identity" } ?? false
         let expected = coded ? nil : head.expectedBodyLength(forMethod: task.originalRequest.method)
-        let maximum = configuration.maximumFileSize
-        if let maximum, let expected, expected > maximum {
-            throw FerryError(
-                .bodyTooLarge(limit: maximum),
-                "The body is \(expected) bytes, more than the \(maximum)-byte limit.",
-                response: head
-            )
-        }
+        var reader = BodyReader(
+            task: task,
+            announced: expected,
+            requiresAnnounced: true,
+            limit: .file(configuration.maximumFileSize),
+            head: head
+        )
+        try reader.refuseAnnounced()
         task.client.setDownloadPosition(0, expected: expected)
         var meter = ProgressMeter(task: task, direction: .written)
-        var written: Int64 = 0
-        var iterator = body.makeAsyncIterator()
-        while true {
-            try await task.client.waitWhilePaused()
-            guard let chunk = try await iterator.next() else { break }
-            let count = Int64(chunk.readableBytes)
-            if let expected, written + count > expected {
-                throw FerryError(.badServerResponse, "The server sent more bytes than its headers announced.")
-            }
-            if let maximum, written + count > maximum {
-                throw FerryError(.bodyTooLarge(limit: maximum), "The body grows past the \(maximum)-byte limit.")
-            }
+        try await reader.read(body) { chunk in
             try chunk.withUnsafeReadableBytes { try output.write($0) }
-            written += count
-            meter.add(count)
+            meter.add(Int64(chunk.readableBytes))
         }
         meter.finish()
-        if let expected, written < expected {
-            throw FerryError(
-                .badServerResponse,
-                "The body ended after \(written) of \(expected) bytes.",
-                response: head
-            )
-        }
     }
 }

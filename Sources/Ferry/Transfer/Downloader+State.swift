@@ -21,17 +21,6 @@ extension Downloader {
         }
     }
 
-    /// Refuses a body announced larger than ``SessionConfiguration/maximumFileSize``
-    /// before any of it is written.
-    func checkFileSize(_ size: Int64?, head: HTTPResponse) throws {
-        guard let limit = configuration.maximumFileSize, let size, size > limit else { return }
-        throw FerryError(
-            .bodyTooLarge(limit: limit),
-            "The file is \(size) bytes, more than the \(limit)-byte limit.",
-            response: head
-        )
-    }
-
     /// The request for `plan`: `Range` and `If-Range` for a range, neither for a full
     /// request; `Accept-Encoding: identity` unless the request asks for a coding itself (a
     /// coded body is stored as it came, and never continued with a range).

@@ -322,7 +322,7 @@ extension Downloader {
             progress.announceResponse(head, task: task)
             return .finish
         case .writeFromStart(let expected, let restart, let split):
-            try checkFileSize(expected, head: head)
+            try BodyReader.SizeLimit.file(configuration.maximumFileSize)?.refuse(announced: expected, head: head)
             // The metadata stops describing the old bytes before any new byte is written:
             // after a crash it must never claim another version's bytes.
             if hadBytes { try previous.invalidate() }
@@ -370,7 +370,8 @@ extension Downloader {
             return machine.wroteFromStart(upTo: file.length)
         case .writeRange(let offset, let skip, let length):
             logger.debug("continuing", metadata: ["offset": "\(offset)", "length": "\(length)"])
-            try checkFileSize(machine.planner.partial.totalLength, head: head)
+            try BodyReader.SizeLimit.file(configuration.maximumFileSize)?
+                .refuse(announced: machine.planner.partial.totalLength, head: head)
             progress.announceResponse(head, task: task)
             progress.announceOffset(offset, total: machine.planner.partial.totalLength, task: task, force: false)
             var writer = BodyWriter(

@@ -13,10 +13,8 @@ extension Transfer {
         origin.client.didReceive(response: head)
         sink.deliver(head)
         let task = origin
-        var iterator = body.makeAsyncIterator()
-        while true {
-            try await task.client.waitWhilePaused()
-            guard let chunk = try await iterator.next() else { break }
+        var reader = BodyReader(task: task)
+        try await reader.read(body) { chunk in
             chunk.withUnsafeReadableBytes { task.client.didReceive(data: $0, publishData: false) }
             try await sink.yield(chunk) { task.client.setQueued($0) }
         }

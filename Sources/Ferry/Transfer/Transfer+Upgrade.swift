@@ -256,7 +256,7 @@ extension Upgrader {
         let reader = UpgradeBodyReader(
             connection: connection,
             pending: start,
-            limit: configuration.maximumInMemoryBodySize,
+            limit: .memory(configuration.maximumInMemoryBodySize),
             timeout: options.idleTimeout
         ) { [origin] in origin.client.touch() }
         switch try ResponseHeadParser.framing(of: head, method: method) {
@@ -301,14 +301,14 @@ private final class UpgradeBodyReader {
     let connection: StreamConnection
     var pending: ByteBuffer
     private(set) var body = Data()
-    let limit: Int64
+    let limit: BodyReader.SizeLimit
     let timeout: TimeInterval
     let activity: () -> Void
 
     init(
         connection: StreamConnection,
         pending: ByteBuffer,
-        limit: Int64,
+        limit: BodyReader.SizeLimit,
         timeout: TimeInterval,
         activity: @escaping () -> Void
     ) {
@@ -329,9 +329,7 @@ private final class UpgradeBodyReader {
 
     /// Moves `count` pending bytes into the body.
     func take(_ count: Int) throws {
-        guard Int64(body.count + count) <= limit else {
-            throw FerryError(.bodyTooLarge(limit: limit), "The response body is larger than \(limit) bytes.")
-        }
+        try limit.check(Int64(body.count + count), head: nil)
         body.append(contentsOf: pending.readBytes(length: count) ?? [])
     }
 
