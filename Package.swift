@@ -142,6 +142,14 @@ let package = Package(
             path: "Examples/AFNetworkingMigration",
             swiftSettings: strictSwift6
         ),
+        // The parsers Ferry wrote by hand as fuzz targets: Fuzz/run builds it with libFuzzer and
+        // AddressSanitizer; built plainly (as here), it replays the seed corpora in Fuzz/Corpus.
+        .executableTarget(
+            name: "ferry-fuzz",
+            dependencies: ["Ferry", .product(name: "NIOCore", package: "swift-nio")],
+            path: "Fuzz/FerryFuzz",
+            swiftSettings: strictSwift6
+        ),
         // In-process clients for Benchmarks/run: Ferry and the peers it is measured against.
         .executableTarget(
             name: "bench-ferry",
