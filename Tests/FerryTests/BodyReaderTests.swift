@@ -58,7 +58,9 @@ struct BodyReaderTests {
 
     @Test func theMemoryLimitRefusesTheAnnouncedLengthBeforeAnyByte() async throws {
         let reader = BodyReader(announced: 6, limit: .memory(5))
-        let error = #expect(throws: FerryError.self) { try reader.refuseAnnounced() }
+        let error = #expect(throws: FerryError.self) {
+            try reader.limit?.refuse(announced: reader.announced, head: nil)
+        }
         #expect(error?.reason == .bodyTooLarge(limit: 5))
         var exact = BodyReader(limit: .memory(5))
         #expect(try await read(body("abc", "de"), with: &exact) == "abcde")

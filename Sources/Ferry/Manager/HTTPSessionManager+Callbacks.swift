@@ -167,8 +167,7 @@ extension HTTPSessionManager {
                 return session.dataTask(with: try request(method, path, parameters: parameters, headers: headers))
             }
             var request = try request(method, path, headers: headers)
-            let form = try MultipartFormData.form(fields: parameters, for: path, constructingBody)
-            request.setValue(form.contentType, forHTTPHeaderField: "Content-Type")
+            let form = try MultipartFormData.form(fields: parameters, for: &request, path, constructingBody)
             return session.uploadTask(with: request, multipartFormData: form)
         }
         return run(made, upload: upload, download: download, failure: failure) {

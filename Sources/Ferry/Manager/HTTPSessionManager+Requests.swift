@@ -111,8 +111,7 @@ extension HTTPSessionManager {
         constructingBody: (inout MultipartFormData) throws -> Void
     ) async throws(FerryError) -> (Serializer.Output, HTTPResponse) {
         var request = try request(.post, path, headers: headers)
-        let form = try MultipartFormData.form(fields: parameters, for: path, constructingBody)
-        request.setValue(form.contentType, forHTTPHeaderField: "Content-Type")
+        let form = try MultipartFormData.form(fields: parameters, for: &request, path, constructingBody)
         let (data, response) = try await session.upload(for: request, multipartFormData: form)
         return try serialize(data, response: response)
     }
@@ -172,13 +171,16 @@ extension HTTPSessionManager {
 
 extension MultipartFormData {
     /// A form of `fields` as text parts, then the parts `constructingBody` appends: the
-    /// body of the manager's multipart `POST path`.
+    /// body of the manager's multipart `POST path`. Sets `request`'s `Content-Type` to the
+    /// form's (with its boundary), over any default field: the body is multipart whatever
+    /// the manager's defaults say.
     ///
     /// - Throws: ``FerryError/Reason/invalidRequest`` when a field cannot be encoded or
     ///   `constructingBody` throws (a ``FerryError`` it throws as it is).
     static func form(
         fields: (any Encodable & Sendable)?,
-        for path: String,
+        for request: inout URLRequest,
+        _ path: String,
         _ constructingBody: (inout MultipartFormData) throws -> Void
     ) throws(FerryError) -> MultipartFormData {
         var form = MultipartFormData()
@@ -192,6 +194,7 @@ extension MultipartFormData {
         } catch {
             throw FerryError(.invalidRequest, "The multipart body of POST \(path) cannot be built.", underlying: error)
         }
+        request.setValue(form.contentType, forHTTPHeaderField: "Content-Type")
         return form
     }
 }

@@ -79,11 +79,6 @@ struct BodyReader {
     /// Bytes handed on so far.
     private(set) var read: Int64 = 0
 
-    /// Refuses the body at once when its announced length passes the limit.
-    func refuseAnnounced() throws(FerryError) {
-        try limit?.refuse(announced: announced, head: head)
-    }
-
     /// Reads `body` to its end, handing every byte wanted to `consume` in order.
     ///
     /// - Throws: ``FerryError/Reason/badServerResponse`` for bytes past (or, with

@@ -8,14 +8,17 @@ import NIOCore
 struct BodyWriter {
     let file: PartialFile
     let task: SessionTask
-    private var position: Int64
-    private(set) var written: Int64 = 0
+    /// Where the body's first wanted byte goes.
+    private let offset: Int64
     private var reader: BodyReader
+
+    /// Bytes of the body written so far.
+    var written: Int64 { reader.read }
 
     init(file: PartialFile, task: SessionTask, offset: Int64, skip: Int64, limit: Int64?, maximumFileSize: Int64?) {
         self.file = file
         self.task = task
-        self.position = offset
+        self.offset = offset
         self.reader = BodyReader(
             task: task,
             skip: skip,
@@ -26,19 +29,13 @@ struct BodyWriter {
 
     mutating func write(_ body: ResponseBody, checkpoint: Checkpoint?) async throws {
         var meter = ProgressMeter(task: task, direction: .written)
-        var lastCheckpoint = (bytes: position, time: ContinuousClock.now)
         let file = file
-        var position = position
-        var written = written
-        defer {
-            self.position = position
-            self.written = written
-        }
+        var position = offset + written
+        var lastCheckpoint = (bytes: position, time: ContinuousClock.now)
         try await reader.read(body) { chunk in
             try chunk.withUnsafeReadableBytes { try file.write($0, at: position) }
             let count = Int64(chunk.readableBytes)
             position += count
-            written += count
             meter.add(count)
             if let checkpoint,
                 position - lastCheckpoint.bytes >= Checkpoint.bytes

@@ -72,7 +72,7 @@ extension Downloader {
             limit: .file(configuration.maximumFileSize),
             head: head
         )
-        try reader.refuseAnnounced()
+        try reader.limit?.refuse(announced: expected, head: head)
         task.client.setDownloadPosition(0, expected: expected)
         var meter = ProgressMeter(task: task, direction: .written)
         try await reader.read(body) { chunk in
