@@ -131,11 +131,11 @@ final class BackgroundLink: Sendable {
             for record in tasks where !record.state.isFinal || withEvents.contains(record.id ?? 0) {
                 guard let id = record.id else { continue }
                 state.withLock { $0.delivery.reattached(id) }
-                session.reattach(record, id: id).resume()
+                record.reattached(to: session, id: id).resume()
             }
             attached(error: nil)
             after = try await deliver(pending, after: 0)
-            session.announceBackgroundEventsFinished()
+            session.hub.publish(.didFinishEventsForBackgroundSession)
         } catch {
             attached(error: error as? FerryError ?? FerryError(.network, "Cannot reach the daemon.", underlying: error))
             return

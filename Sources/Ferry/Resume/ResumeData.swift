@@ -1,5 +1,9 @@
 public import Foundation
 
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
 /// Everything needed to continue an interrupted download later, in this process or another.
 ///
 /// A versioned, `Codable` value (JSON on disk; the format is documented in
@@ -138,5 +142,18 @@ public struct ResumeData: Codable, Sendable, Equatable {
         encoder.dateEncodingStrategy = Timestamp.encoding()
         // Encoding plain values cannot fail; an empty object is never produced in practice.
         return (try? encoder.encode(self)) ?? Data("{}".utf8)
+    }
+}
+
+extension URLRequest {
+    /// The request that continues the download `resumeData` describes: its URL, method and
+    /// header fields, with `headers` added over them (credentials, which resume data never
+    /// keeps).
+    init(resuming resumeData: ResumeData, headers: [String: String]) {
+        self.init(url: resumeData.currentURL)
+        method = HTTPMethod(rawValue: resumeData.method)
+        for (name, value) in resumeData.headers.merging(headers, uniquingKeysWith: { _, new in new }) {
+            setValue(value, forHTTPHeaderField: name)
+        }
     }
 }

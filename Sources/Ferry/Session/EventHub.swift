@@ -25,7 +25,7 @@ final class EventHub: Sendable {
 
     private let state = Mutex(State())
     private let deliveries: AsyncStream<Delivery>.Continuation
-    let deliveryStream: AsyncStream<Delivery>
+    private let deliveryStream: AsyncStream<Delivery>
 
     /// Whether the session has a delegate: without one, a task's events need the delivery
     /// context only for a completion handler, and skip it otherwise (one thread hop fewer
@@ -69,10 +69,51 @@ final class EventHub: Sendable {
         }
     }
 
-    /// Queues a decision behind every event published so far.
+    /// Queues a decision behind every event published so far; `false` once the delivery
+    /// context has ended.
     func enqueue(_ call: @escaping @Sendable () async -> Void) -> Bool {
         if case .terminated = deliveries.yield(.call(call)) { return false }
         return true
+    }
+
+    /// Runs a delegate decision in the serial delivery context, behind every event
+    /// published so far, and returns its answer; once the context has ended (the session is
+    /// invalidated), runs it at once.
+    func ask<Answer: Sendable>(_ decision: @escaping @Sendable () async -> Answer) async -> Answer {
+        let box = Mutex<Answer?>(nil)
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let call: @Sendable () async -> Void = {
+                let answer = await decision()
+                box.withLock { $0 = answer }
+                continuation.resume()
+            }
+            if !enqueue(call) { continuation.resume() }
+        }
+        if let answer = box.withLock({ $0 }) { return answer }
+        return await decision()
+    }
+
+    /// Starts the serial delivery context: one Swift task that runs every decision and hands
+    /// every event to `deliver`, in order, until the hub finishes.
+    ///
+    /// - Parameter deliver: Hands an event to the session's delegate and handlers; returns
+    ///   `false` once the session is gone, and a completed task's handler is then called
+    ///   here, since it is still owed its call.
+    func startDelivery(_ deliver: @escaping @Sendable (SessionEvent) -> Bool) {
+        let stream = deliveryStream
+        Task {
+            for await delivery in stream {
+                switch delivery {
+                case .call(let decision):
+                    await decision()
+                case .event(let event, let done):
+                    if !deliver(event), case .task(let task, .completed(let error)) = event {
+                        task.client.takeCompletionHandler()?(task, error)
+                    }
+                    done?.resume()
+                }
+            }
+        }
     }
 
     /// Publishes the session's last event and ends every stream.

@@ -51,10 +51,7 @@ extension Session {
     /// left there is removed when the handler returns.
     public func downloadTask(with request: URLRequest, completionHandler: @escaping DownloadCompletion) -> DownloadTask
     {
-        let task = register {
-            DownloadTask(identifier: $0, request: request, plan: .download(.handOver, resume: nil), session: self)
-        }
-        return withFile(task, removingAfterHandler: true, completionHandler)
+        withFile(downloadTask(request, nil, .handOver), removingAfterHandler: true, completionHandler)
     }
 
     /// A download task for a GET of `url`, its file handed to the handler (see the
@@ -78,7 +75,7 @@ extension Session {
         completionHandler: @escaping DownloadCompletion
     ) -> DownloadTask {
         withFile(
-            resumingTask(resumeData, delivery: .handOver, headers: headers),
+            downloadTask(URLRequest(resuming: resumeData, headers: headers), resumeData, .handOver),
             removingAfterHandler: true,
             completionHandler
         )

@@ -51,19 +51,32 @@ extension Session {
 
     /// A task for a TCP connection to `hostName` and `port`, created suspended: ``StreamTask``
     /// (URLSession's `streamTask(withHostName:port:)`). Background sessions refuse it.
+    ///
+    /// The connection goes as the session's requests go: through its
+    /// ``SessionConfiguration/proxy`` when that applies to `hostName` (an HTTP proxy's
+    /// `CONNECT` tunnel, or SOCKS5), straight to the host otherwise. TLS, if wanted, is
+    /// started later with ``StreamTask/startSecureConnection()``.
     public func streamTask(withHostName hostName: String, port: Int) -> StreamTask {
-        let url = URL(string: "tcp://\(hostName.contains(":") ? "[\(hostName)]" : hostName):\(port)")
+        let authority = "\(hostName.contains(":") ? "[\(hostName)]" : hostName):\(port)"
+        let url = URL(string: "tcp://\(authority)")
         let request = URLRequest(url: url ?? URL(fileURLWithPath: "/"))
+        // Routed as an `http` origin is: the proxy's bypass list and the bridge decide alike.
+        let route = Result { () throws(FerryError) in
+            guard let url = URL(string: "http://\(authority)/") else { return StreamConnection.Route.direct }
+            return try engine.streamRoute(for: url)
+        }
         let task = register {
             StreamTask(
                 identifier: $0,
                 request: request,
-                plan: .socket(StreamConnection(host: hostName, port: port)),
+                plan: .socket(StreamConnection(host: hostName, port: port, route: (try? route.get()) ?? .direct)),
                 session: self
             )
         }
         if url == nil || !(1...65535).contains(port) {
             task.cancel(with: FerryError(.invalidURL, "'\(hostName)' port \(port) is not a TCP address."))
+        } else if case .failure(let error) = route {
+            task.cancel(with: error)
         }
         return task
     }

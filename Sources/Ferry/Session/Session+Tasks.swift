@@ -114,10 +114,7 @@ extension Session {
     /// A download task. With a `destination`, the finished file is moved there; without one,
     /// it is offered to the delegate's `didFinishDownloadingTo` and removed afterwards.
     public func downloadTask(with request: URLRequest, to destination: DownloadDestination? = nil) -> DownloadTask {
-        let delivery: DownloadDelivery = destination.map { .destination($0) } ?? .delegate
-        return register {
-            DownloadTask(identifier: $0, request: request, plan: .download(delivery, resume: nil), session: self)
-        }
+        downloadTask(request, nil, destination.map { .destination($0) } ?? .delegate)
     }
 
     /// A download task that continues from `resumeData` (from
@@ -135,7 +132,11 @@ extension Session {
         to destination: DownloadDestination? = nil,
         headers: [String: String] = [:]
     ) -> DownloadTask {
-        resumingTask(resumeData, delivery: destination.map { .destination($0) } ?? .delegate, headers: headers)
+        downloadTask(
+            URLRequest(resuming: resumeData, headers: headers),
+            resumeData,
+            destination.map { .destination($0) } ?? .delegate
+        )
     }
 
     /// Continues a download from `resumeData` and returns the file and final response.
@@ -145,32 +146,17 @@ extension Session {
         headers: [String: String] = [:]
     ) async throws(FerryError) -> (URL, HTTPResponse) {
         let delivery: DownloadDelivery = destination.map { .destination($0) } ?? .handOver
-        return try await run(resumingTask(resumeData, delivery: delivery, headers: headers), \.file)
+        return try await run(
+            downloadTask(URLRequest(resuming: resumeData, headers: headers), resumeData, delivery),
+            \.file
+        )
     }
 
-    /// A registered download task that continues from `resumeData`.
-    func resumingTask(
-        _ resumeData: ResumeData,
-        delivery: DownloadDelivery,
-        headers: [String: String]
-    ) -> DownloadTask {
+    /// A registered download task, from `resumeData` when given.
+    func downloadTask(_ request: URLRequest, _ resumeData: ResumeData?, _ delivery: DownloadDelivery) -> DownloadTask {
         register {
-            DownloadTask(
-                identifier: $0,
-                request: Self.request(resuming: resumeData, headers: headers),
-                plan: .download(delivery, resume: resumeData),
-                session: self
-            )
+            DownloadTask(identifier: $0, request: request, plan: .download(delivery, resume: resumeData), session: self)
         }
-    }
-
-    static func request(resuming resumeData: ResumeData, headers: [String: String]) -> URLRequest {
-        var request = URLRequest(url: resumeData.currentURL)
-        request.method = HTTPMethod(rawValue: resumeData.method)
-        for (name, value) in resumeData.headers.merging(headers, uniquingKeysWith: { _, new in new }) {
-            request.setValue(value, forHTTPHeaderField: name)
-        }
-        return request
     }
 
     /// A download task for a GET of `url`.
@@ -213,13 +199,13 @@ extension Session {
 
     /// Uploads `data` as the body of `request`; returns the response body and response.
     public func upload(for request: URLRequest, from data: Data) async throws(FerryError) -> (Data, HTTPResponse) {
-        try await runUpload(uploadTask(with: request, from: data))
+        try await run(uploadTask(with: request, from: data), \.data)
     }
 
     /// Uploads the file at `fileURL`, streamed from disk.
     public func upload(for request: URLRequest, fromFile fileURL: URL) async throws(FerryError) -> (Data, HTTPResponse)
     {
-        try await runUpload(uploadTask(with: request, fromFile: fileURL))
+        try await run(uploadTask(with: request, fromFile: fileURL), \.data)
     }
 
     /// Uploads a `multipart/form-data` body; returns the response body and response.
@@ -229,7 +215,7 @@ extension Session {
     ) async throws(FerryError)
         -> (Data, HTTPResponse)
     {
-        try await runUpload(uploadTask(with: request, multipartFormData: form))
+        try await run(uploadTask(with: request, multipartFormData: form), \.data)
     }
 
     /// Uploads a one-shot async sequence of byte chunks; `length` `nil` sends it chunked.
@@ -238,7 +224,7 @@ extension Session {
         fromStream stream: Stream,
         length: Int64?
     ) async throws(FerryError) -> (Data, HTTPResponse) where Stream.Element: DataProtocol {
-        try await runUpload(uploadTask(with: request, fromStream: stream, length: length))
+        try await run(uploadTask(with: request, fromStream: stream, length: length), \.data)
     }
 
     /// Uploads a body from `bodyProvider`, which is asked again whenever the body must be sent
@@ -248,7 +234,7 @@ extension Session {
         length: Int64?,
         bodyProvider: @escaping @Sendable () async throws -> Stream
     ) async throws(FerryError) -> (Data, HTTPResponse) where Stream.Element: DataProtocol {
-        try await runUpload(uploadTask(with: request, length: length, bodyProvider: bodyProvider))
+        try await run(uploadTask(with: request, length: length, bodyProvider: bodyProvider), \.data)
     }
 
     /// Downloads `request`. With a `destination` the returned URL is there; without one it is
@@ -257,11 +243,7 @@ extension Session {
         for request: URLRequest,
         to destination: DownloadDestination? = nil
     ) async throws(FerryError) -> (URL, HTTPResponse) {
-        let delivery: DownloadDelivery = destination.map { .destination($0) } ?? .handOver
-        let task = register {
-            DownloadTask(identifier: $0, request: request, plan: .download(delivery, resume: nil), session: self)
-        }
-        return try await run(task, \.file)
+        try await run(downloadTask(request, nil, destination.map { .destination($0) } ?? .handOver), \.file)
     }
 
     /// Downloads `url` with a GET.
@@ -272,10 +254,6 @@ extension Session {
         -> (URL, HTTPResponse)
     {
         try await download(for: URLRequest(url: url), to: destination)
-    }
-
-    private func runUpload(_ task: UploadTask) async throws(FerryError) -> (Data, HTTPResponse) {
-        try await run(task, \.data)
     }
 
     private func run<Value>(

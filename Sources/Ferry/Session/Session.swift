@@ -79,11 +79,11 @@ public final class Session: Sendable {
         runner = background ?? LocalRunner()
         state = Mutex(State(delegate: delegate))
         hub = EventHub(hasDelegate: delegate != nil)
-        startDelivery()
+        hub.startDelivery { [weak self] event in self?.deliver(event) != nil }
         background?.start(self)
         engine.bridge?.setDelegate { [weak self] challenge in
             guard let self, let delegate = self.delegate else { return .performDefaultHandling }
-            return await self.askDelegate { await delegate.session(self, didReceive: challenge) }
+            return await self.hub.ask { await delegate.session(self, didReceive: challenge) }
         }
     }
 
@@ -106,7 +106,7 @@ public final class Session: Sendable {
         runner = LocalRunner()
         state = Mutex(State())
         hub = EventHub(hasDelegate: false)
-        startDelivery()
+        hub.startDelivery { [weak self] event in self?.deliver(event) != nil }
     }
 
     deinit {
@@ -206,123 +206,11 @@ public final class Session: Sendable {
         return allTasks
     }
 
-    /// A task of the daemon that a previous process of this background session created.
-    func reattach(_ record: BackgroundTaskRecord, id: Int64) -> SessionTask {
-        var request = URLRequest(url: URL(string: record.url) ?? URL(fileURLWithPath: "/"))
-        for (name, value) in record.headers { request.setValue(value, forHTTPHeaderField: name) }
-        let task: SessionTask
-        if record.kind == .upload, let source = record.sourceFile {
-            request.httpMethod = record.method
-            task = register { identifier in
-                UploadTask(
-                    identifier: identifier,
-                    request: request,
-                    plan: .upload(.file(URL(fileURLWithPath: source), length: record.bytesExpected ?? 0)),
-                    session: self
-                )
-            }
-        } else {
-            let hasDelegate = delegate != nil
-            task = register { identifier in
-                DownloadTask(
-                    identifier: identifier,
-                    request: request,
-                    plan: .download(hasDelegate ? .delegate : .handOver, resume: nil),
-                    session: self
-                )
-            }
-        }
-        task.client.backgroundID = id
-        task.taskDescription = record.taskDescription
-        task.priority = Float(record.priority)
-        task.earliestBeginDate = record.earliestBeginDate
-        task.client.backgroundProgress(received: record.bytesReceived, expected: record.bytesExpected)
-        return task
-    }
-
     func task(backgroundID: Int64) -> SessionTask? {
         state.withLock { state in state.tasks.values.first { $0.client.backgroundID == backgroundID } }
     }
 
-    /// Every event the daemon kept for this background session was delivered.
-    func announceBackgroundEventsFinished() {
-        hub.publish(.didFinishEventsForBackgroundSession)
-    }
-
-    /// A download task that continues a data task's response (disposition `.becomeDownload`).
-    func adoptDownload(from dataTask: DataTask, response: HTTPResponse) throws -> DownloadTask {
-        let download = register { identifier in
-            DownloadTask(
-                identifier: identifier,
-                request: dataTask.currentRequest,
-                plan: .download(.delegate, resume: nil),
-                session: self
-            )
-        }
-        guard download.client.adoptTransfer(of: dataTask, response: response) else {
-            throw FerryError(.sessionInvalidated, "The session was invalidated while the task became a download.")
-        }
-        return download
-    }
-
-    /// A running stream task on the connection a data task's `Upgrade` or `CONNECT` opened;
-    /// the data task announces it before it completes. Throws when the session was
-    /// invalidated meanwhile: the stream task it refused has closed the connection.
-    @discardableResult
-    func adoptStream(_ connection: StreamConnection, from dataTask: DataTask) throws(FerryError) -> StreamTask {
-        let stream = register { identifier in
-            StreamTask(
-                identifier: identifier,
-                request: dataTask.currentRequest,
-                plan: .socket(connection),
-                session: self
-            )
-        }
-        if stream.state == .completed {
-            throw stream.error ?? FerryError(.sessionInvalidated, "The session was invalidated during the upgrade.")
-        }
-        stream.resume()
-        dataTask.client.publish(.becameStreamTask(stream))
-        return stream
-    }
-
     // MARK: Delegate delivery
-
-    /// Runs a delegate decision in the serial delivery context and returns its answer.
-    func askDelegate<Answer: Sendable>(_ decision: @escaping @Sendable () async -> Answer) async -> Answer {
-        let box = Mutex<Answer?>(nil)
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let queued = hub.enqueue {
-                let answer = await decision()
-                box.withLock { $0 = answer }
-                continuation.resume()
-            }
-            if !queued { continuation.resume() }
-        }
-        if let answer = box.withLock({ $0 }) { return answer }
-        return await decision()
-    }
-
-    private func startDelivery() {
-        let stream = hub.deliveryStream
-        let weakSelf = WeakSession(self)
-        Task {
-            for await delivery in stream {
-                switch delivery {
-                case .call(let decision):
-                    await decision()
-                case .event(let event, let done):
-                    if let session = weakSelf.value {
-                        session.deliver(event)
-                    } else if case .task(let task, .completed(let error)) = event {
-                        // The session is gone, but its task's handler is still owed its call.
-                        task.client.takeCompletionHandler()?(task, error)
-                    }
-                    done?.resume()
-                }
-            }
-        }
-    }
 
     private func deliver(_ event: SessionEvent) {
         switch event {
@@ -335,58 +223,7 @@ public final class Session: Sendable {
             }
             delegate?.session(self, didBecomeInvalidWithError: error)
         case .task(let task, let taskEvent):
-            let delegate = self.delegate
-            switch taskEvent {
-            case .data(let data):
-                if let dataTask = task as? DataTask { delegate?.session(self, dataTask: dataTask, didReceive: data) }
-            case .sentBodyData(let sent, let total, let expected):
-                delegate?.session(
-                    self,
-                    task: task,
-                    didSendBodyData: sent,
-                    totalBytesSent: total,
-                    totalBytesExpectedToSend: expected
-                )
-            case .wroteData(let written, let total, let expected):
-                if let download = task as? DownloadTask {
-                    delegate?.session(
-                        self,
-                        downloadTask: download,
-                        didWriteData: written,
-                        totalBytesWritten: total,
-                        totalBytesExpectedToWrite: expected
-                    )
-                }
-            case .resumedAtOffset(let offset, let expected):
-                if let download = task as? DownloadTask {
-                    delegate?.session(
-                        self,
-                        downloadTask: download,
-                        didResumeAtOffset: offset,
-                        expectedTotalBytes: expected
-                    )
-                }
-            case .finishedDownloading(let location):
-                if let download = task as? DownloadTask {
-                    delegate?.session(self, downloadTask: download, didFinishDownloadingTo: location)
-                }
-            case .becameDownload(let download):
-                if let dataTask = task as? DataTask {
-                    delegate?.session(self, dataTask: dataTask, didBecome: download)
-                }
-            case .becameStreamTask(let stream):
-                if let dataTask = task as? DataTask {
-                    delegate?.session(self, dataTask: dataTask, didBecome: stream)
-                }
-            case .finishedCollectingMetrics(let metrics):
-                delegate?.session(self, task: task, didFinishCollecting: metrics)
-            case .completed(let error):
-                delegate?.session(self, task: task, didCompleteWithError: error)
-                task.client.takeCompletionHandler()?(task, error)
-            case .resumed, .suspended, .willRedirect, .response, .movedDownload, .failedToMoveDownload, .willRetry,
-                .segments:
-                break
-            }
+            taskEvent.deliver(of: task, to: delegate, in: self)
         }
     }
 }

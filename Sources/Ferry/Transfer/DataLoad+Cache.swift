@@ -76,7 +76,7 @@ extension DataLoad {
     private func willCache(_ proposed: CachedResponse) async -> CachedResponse? {
         guard let delegate = session.delegate, let task = origin as? DataTask else { return proposed }
         let session = self.session
-        return await session.askDelegate {
+        return await session.hub.ask {
             await delegate.session(session, dataTask: task, willCacheResponse: proposed)
         }
     }

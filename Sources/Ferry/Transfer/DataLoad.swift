@@ -30,7 +30,7 @@ extension DataLoad {
         origin.client.didReceive(response: head)
         if let delegate = session.delegate, let task = origin as? DataTask {
             let session = self.session
-            switch await session.askDelegate({ await delegate.session(session, dataTask: task, didReceive: head) }) {
+            switch await session.hub.ask({ await delegate.session(session, dataTask: task, didReceive: head) }) {
             case .allow:
                 break
             case .cancel:
@@ -66,7 +66,7 @@ extension DataLoad {
     /// The data task's body continues in a new download task (disposition `.becomeDownload`).
     func becomeDownload(_ body: ResponseBody, head: HTTPResponse) async throws -> TaskOutcome {
         guard let dataTask = origin as? DataTask else { return try await collect(body, head: head) }
-        let download = try session.adoptDownload(from: dataTask, response: head)
+        let download = try dataTask.continueAsDownload(in: session, response: head)
         transfer.active.withLock { $0 = download }
         dataTask.client.publish(.becameDownload(download))
         if dataTask.client.transferWillFinish() {

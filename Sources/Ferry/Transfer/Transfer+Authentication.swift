@@ -97,7 +97,7 @@ extension Transfer {
             )
             let session = self.session
             let task = self.origin
-            disposition = await session.askDelegate {
+            disposition = await session.hub.ask {
                 await delegate.session(session, task: task, didReceive: challenge)
             }
         }

@@ -35,7 +35,7 @@ extension Transfer {
                 let task = self.origin
                 let candidate = next
                 guard
-                    let answer = await session.askDelegate({
+                    let answer = await session.hub.ask({
                         await delegate.session(
                             session,
                             task: task,

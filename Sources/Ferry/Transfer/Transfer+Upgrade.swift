@@ -89,7 +89,7 @@ extension Upgrader {
                     origin.client.didReceive(response: response)
                     connection.unread(rest)
                     guard origin.client.transferWillFinish() else { throw CancellationError() }
-                    try session.adoptStream(connection, from: dataTask)
+                    try dataTask.continueAsStream(on: connection, in: session)
                     return .becameStreamTask
                 }
                 var sent = hop
