@@ -134,6 +134,60 @@ struct StreamTaskTests {
         }
     }
 
+    /// `streamTask(withHostName:port:)` connected straight to the host whatever the session
+    /// said. It now goes as the session's requests go: through an HTTP proxy's `CONNECT`
+    /// tunnel (tinyproxy) or SOCKS5 (microsocks), with TLS started over the tunnel; a host on
+    /// the proxy's bypass list is reached directly.
+    @Test(.enabled(if: Tinyproxy.enabled && Microsocks.enabled))
+    func aStreamTaskGoesThroughTheSessionsProxy() async throws {
+        let ca = try TestPKI(name: "Ferry proxied stream CA \(UUID().uuidString.prefix(8))")
+        let socat = try await SocatEcho(tls: try ca.issueServerIdentity(for: ["127.0.0.1", "localhost"]))
+        defer { socat.stop() }
+        let tinyproxy = try await Tinyproxy()
+        defer { tinyproxy.stop() }
+        let socks = try await Microsocks(user: nil, password: nil)
+        defer { socks.stop() }
+        let proxies: [(Proxy, Int)] = [
+            (.http(host: "127.0.0.1", port: tinyproxy.port), tinyproxy.port),
+            (.socks5(host: "127.0.0.1", port: socks.port), socks.port),
+            (.http(host: "127.0.0.1", port: tinyproxy.port, bypass: ["localhost"]), tinyproxy.port),
+        ]
+        for (proxy, proxyPort) in proxies {
+            let bypassed = !proxy.bypass.isEmpty
+            let before = establishedConnections(toPort: proxyPort)
+            let session = try makeSession {
+                $0.proxy = proxy
+                $0.tls.trustRoots = .custom(pem: ca.certificatePEM)
+            }
+            let task = session.streamTask(withHostName: "localhost", port: socat.port)
+            task.resume()
+            try await task.startSecureConnection()
+            // While the stream is open, its connection is the proxy's (none when bypassed).
+            if bypassed {
+                #expect(establishedConnections(toPort: proxyPort) == before)
+            } else {
+                #expect(await establishedConnections(toPort: proxyPort, atLeast: before + 1), "\(proxy.kind)")
+            }
+            // A mebibyte each way over TLS. (Not ended by closing our side: tinyproxy closes
+            // both directions of a tunnel when one ends.)
+            let sent = TestContent.data(size: 1 << 20, seed: 22, range: 0..<(1 << 20))
+            async let written: Void = task.write(sent, timeout: 30)
+            var echoed = Data()
+            while echoed.count < sent.count {
+                let (data, atEOF) = try await task.read(minLength: 1, maxLength: 256 * 1024, timeout: 30)
+                echoed += data
+                if atEOF { break }
+            }
+            try await written
+            #expect(echoed == sent, "\(proxy.kind), bypassed: \(bypassed)")
+            // Cancelling closes at once: before, TLS sent `close_notify` and waited its 5 s
+            // shutdown timeout for socat's, which never comes while socat's other side is open.
+            task.cancel()
+            let ended = await finishing(within: 4) { await completion(of: task) }
+            #expect(ended??.reason == .cancelled, "\(proxy.kind), bypassed: \(bypassed)")
+        }
+    }
+
     /// STARTTLS, a line over TLS, then TLS stopped in order and plaintext again, against
     /// Python's ssl module (OpenSSL) on the other side.
     @Test func tlsStartsAndStopsInTheMiddleOfTheStream() async throws {

@@ -77,7 +77,7 @@ final class StreamConnection: Sendable {
             try await withTaskCancellationHandler {
                 try await channel.closeFuture.get()
             } onCancel: {
-                channel.close(promise: nil)
+                SocketEnd.abort(channel)
             }
             try Task.checkCancellation()
             error = state.withLock { $0.failure }
@@ -115,7 +115,7 @@ final class StreamConnection: Sendable {
                 .channelOption(.autoRead, value: true)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(Handler(connection))
+                        try channel.pipeline.syncOperations.addHandlers(SocketEnd(), Handler(connection))
                     }
                 }
             channel = try await bootstrap.connect(host: host, port: port).get()
@@ -127,6 +127,8 @@ final class StreamConnection: Sendable {
                     on: MultiThreadedEventLoopGroup.singleton.next()
                 ) { outbound, _ in
                     try outbound.syncOptions?.setOption(.allowRemoteHalfClosure, value: true)
+                    // Nearest the socket: below the bridge's TLS, if it started any.
+                    try outbound.pipeline.syncOperations.addHandler(SocketEnd(), position: .first)
                     try outbound.pipeline.syncOperations.addHandler(Handler(connection))
                 }.get()
             } catch {
@@ -193,7 +195,9 @@ final class StreamConnection: Sendable {
         settleConnection(.failure(failure))
         finish(readCompletion)
         handshakeEnded(.failure(failure))
-        channel?.close(promise: nil)
+        // A task that ended well closes in order (TLS sends its `close_notify`); a cancelled
+        // or failed one goes at once, without waiting for the peer's.
+        if let channel { error == nil ? channel.close(promise: nil) : SocketEnd.abort(channel) }
     }
 
     // MARK: Reading
@@ -271,7 +275,7 @@ final class StreamConnection: Sendable {
 
     /// Closes the connection at once (a data task that did not become a stream task).
     func close() {
-        state.withLock { $0.channel }?.close(promise: nil)
+        if let channel = state.withLock({ $0.channel }) { SocketEnd.abort(channel) }
     }
 
     // MARK: Writing and closing
@@ -362,7 +366,10 @@ final class StreamConnection: Sendable {
                     let context = try NIOSSLContext(configuration: configuration)
                     let name = host.isIPAddress ? nil : host
                     let handler = try NIOSSLClientHandler(context: context, serverHostname: name)
-                    try channel.pipeline.syncOperations.addHandler(handler, position: .first)
+                    // Innermost, next to the task's handler: over the socket, or over the TLS a
+                    // bridge started to a proxy's origin.
+                    let pipeline = channel.pipeline.syncOperations
+                    try pipeline.addHandler(handler, position: .before(try pipeline.handler(type: Handler.self)))
                 }
                 added.whenFailure { error in self.handshakeEnded(.failure(FerryError.mapping(error))) }
             }
@@ -374,7 +381,7 @@ final class StreamConnection: Sendable {
 
     /// Ends a handshake under way with `error`, and the connection with it.
     private func abandonHandshake(_ error: FerryError, on channel: any Channel) {
-        if handshakeEnded(.failure(error)) { channel.close(promise: nil) }
+        if handshakeEnded(.failure(error)) { SocketEnd.abort(channel) }
     }
 
     /// Ends TLS on the connection (`close_notify` both ways) and goes on in plaintext.
@@ -440,6 +447,25 @@ final class StreamConnection: Sendable {
 }
 
 extension StreamConnection {
+    /// The pipeline's end nearest the socket. Closing from here closes the socket at once,
+    /// past any TLS above it: a TLS handler asked to close sends `close_notify` and waits up
+    /// to its shutdown timeout (5 s) for the peer's, which a cancelled task must not.
+    final class SocketEnd: ChannelOutboundHandler, RemovableChannelHandler {
+        typealias OutboundIn = Any
+
+        /// Closes `channel`'s socket now, from its ``SocketEnd`` (from the top of the
+        /// pipeline when it has none).
+        static func abort(_ channel: any Channel) {
+            channel.eventLoop.execute {
+                if let end = try? channel.pipeline.syncOperations.context(handlerType: SocketEnd.self) {
+                    end.close(promise: nil)
+                } else {
+                    channel.close(promise: nil)
+                }
+            }
+        }
+    }
+
     /// The channel handler that feeds the connection: bytes, the end of input, errors, the
     /// TLS handshake's end; it holds socket reads while the read buffer is full.
     final class Handler: ChannelDuplexHandler {
