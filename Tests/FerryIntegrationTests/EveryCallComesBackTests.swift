@@ -174,7 +174,7 @@ struct EveryCallComesBackTests {
         task.resume()
         let call = Task { await thrownError { try await task.startSecureConnection() } as? FerryError }
         let error = await finishing(within: Self.bound) { await call.value }
-        #expect(error??.reason == .timedOut(.idle), "\(String(describing: error))")
+        #expect(error??.reason == .timedOut(.idle), "\(String(describing: error??.message))")
         #expect(await finishing(within: Self.bound) { await completion(of: task) } != nil, "the task completed")
     }
 
@@ -192,6 +192,81 @@ struct EveryCallComesBackTests {
         let error = await finishing(within: Self.bound) { await call.value }
         #expect(error??.reason == .cancelled, "\(String(describing: error))")
         task.cancel()
+    }
+
+    // MARK: Upgrades
+
+    /// An upgrade through an HTTP proxy that accepts and never answers (its `CONNECT`
+    /// unanswered), and a stream task through it: both end at the session's timeout.
+    @Test func anUpgradeAndAStreamTaskThroughASilentProxyComeBack() async throws {
+        let listener = try SilentListener()
+        defer { listener.close() }
+        let session = try makeSession {
+            $0.proxy = .http(host: "127.0.0.1", port: listener.port)
+            $0.timeoutIntervalForRequest = 1
+        }
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:9/chat")!)
+        request.setValue("websocket", forHTTPHeaderField: "Upgrade")
+        request.setValue("Upgrade", forHTTPHeaderField: "Connection")
+        let upgrade = Task { await thrownError { _ = try await session.data(for: request) } as? FerryError }
+        let error = await finishing(within: Self.bound) { await upgrade.value }
+        #expect(error != nil, "the upgrade came back")
+        #expect(error??.reason == .timedOut(.idle), "\(String(describing: error??.message))")
+
+        let stream = session.streamTask(withHostName: "127.0.0.1", port: 9)
+        stream.resume()
+        let read = Task { await thrownError { _ = try await stream.read(minLength: 1, maxLength: 1, timeout: 0) } }
+        #expect(await finishing(within: Self.bound) { await read.value } != nil, "the read came back")
+        let ended = await finishing(within: Self.bound) { await completion(of: stream) }
+        #expect(ended??.reason == .timedOut(.idle), "\(String(describing: ended))")
+    }
+
+    /// An upgrade whose server redirects it in a loop ends with the request loop's error, as
+    /// a request does, after a few hops (not at the hop limit, not never).
+    @Test func anUpgradeRedirectedInALoopComesBack() async throws {
+        try await withServer { server in
+            let session = try makeSession { $0.maximumRedirects = 50 }
+            var request = URLRequest(url: server.url("/loop/a"))
+            request.setValue("websocket", forHTTPHeaderField: "Upgrade")
+            request.setValue("Upgrade", forHTTPHeaderField: "Connection")
+            let upgrade = Task { await thrownError { _ = try await session.data(for: request) } as? FerryError }
+            let error = await finishing(within: Self.bound) { await upgrade.value }
+            #expect(error??.reason == .redirectFailed, "\(String(describing: error))")
+            #expect(server.requests(to: "/loop").count < 10)
+        }
+    }
+
+    // MARK: Interceptors
+
+    /// An interceptor that retries every error status after an hour, telling when it decided.
+    private struct PatientInterceptor: RequestInterceptor {
+        let decided = CallTally()
+
+        func retry(
+            _ request: URLRequest,
+            for session: Session,
+            dueTo failure: RequestFailure,
+            attemptCount: Int
+        ) async -> RetryDecision {
+            decided.record()
+            return .retryWithDelay(.seconds(3600))
+        }
+    }
+
+    /// A task cancelled while it waits out its interceptor's retry delay completes, cancelled,
+    /// without sending again: the wait is not a place the cancellation cannot reach.
+    @Test func aTaskCancelledDuringItsInterceptorsRetryDelayComesBack() async throws {
+        try await withServer { server in
+            let interceptor = PatientInterceptor()
+            let session = try makeSession { $0.interceptor = interceptor }
+            let task = session.dataTask(with: server.url("/status/503"))
+            task.resume()
+            await interceptor.decided.firstCall()
+            task.cancel()
+            let ended = await finishing(within: Self.bound) { await completion(of: task) }
+            #expect(ended??.reason == .cancelled, "\(String(describing: ended))")
+            #expect(server.requests(to: "/status/503").count == 1)
+        }
     }
 
     // MARK: Request bodies

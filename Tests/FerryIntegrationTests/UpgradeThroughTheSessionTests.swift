@@ -18,12 +18,21 @@ import FoundationNetworking
     .enabled(if: WebSocketEcho.enabled && Tinyproxy.enabled && Microsocks.enabled)
 )
 struct UpgradeThroughTheSessionTests {
-    /// The upgrade's stream task, after checking it echoes a frame.
-    private func upgraded(_ session: Session, _ request: URLRequest) async throws -> StreamTask {
+    /// The upgrade's stream task, after checking it echoes a frame and that the data task's
+    /// metrics hold one transaction per hop, for `reasons`, the last one the switch.
+    private func upgraded(
+        _ session: Session,
+        _ request: URLRequest,
+        reasons: [TransactionMetrics.Reason] = [.initial]
+    ) async throws -> StreamTask {
         let task = session.dataTask(with: request)
         let seen = await resumeCollectingEvents(task)
         #expect(task.error == nil, "\(String(describing: task.error))")
         #expect(task.response?.statusCode == 101)
+        let transactions = task.metrics?.transactions ?? []
+        #expect(transactions.map(\.reason) == reasons)
+        #expect(transactions.last?.response?.statusCode == 101)
+        #expect(transactions.allSatisfy { $0.networkProtocolName == "http/1.1" && $0.responseStartDate != nil })
         guard case .becameStreamTask(let stream) = seen.first(where: { $0.name == "becameStreamTask" }) else {
             throw FerryError(.badServerResponse, "The data task did not become a stream task.")
         }
@@ -73,7 +82,11 @@ struct UpgradeThroughTheSessionTests {
         #expect(refused.statusCode == 401)
         // With them: answered, then upgraded.
         let session = try makeSession { $0.credential = Credential(user: "ada", password: "s3cret") }
-        let stream = try await upgraded(session, WebSocketEcho.upgradeRequest(port: server.port))
+        let stream = try await upgraded(
+            session,
+            WebSocketEcho.upgradeRequest(port: server.port),
+            reasons: [.initial, .authentication]
+        )
         stream.cancel()
         _ = await completion(of: stream)
     }
@@ -83,7 +96,7 @@ struct UpgradeThroughTheSessionTests {
         defer { server.stop() }
         var request = WebSocketEcho.upgradeRequest(port: server.port)
         request.url = URL(string: "http://127.0.0.1:\(server.port)/old")
-        let stream = try await upgraded(try makeSession(), request)
+        let stream = try await upgraded(try makeSession(), request, reasons: [.initial, .redirect])
         stream.cancel()
         _ = await completion(of: stream)
         // A session that refuses redirects gets the 302.
@@ -129,7 +142,8 @@ struct UpgradeThroughTheSessionTests {
     }
 
     /// httpbin does not switch protocols: it answers the upgrade request as any other, and
-    /// echoes the body it read. Known length and unknown (sent chunked). (Werkzeug refuses
+    /// echoes the body it read. Known length and unknown (sent chunked); the body counts in the
+    /// task's bytes sent and its metrics. (Werkzeug refuses
     /// a `websocket` upgrade it cannot serve with a 400, so another protocol is asked for.)
     @Test(.enabled(if: Httpbin.enabled)) func anUpgradesBodyStreamIsSent() async throws {
         try await withHttpbin { httpbin in
@@ -142,8 +156,17 @@ struct UpgradeThroughTheSessionTests {
                 request.setValue("application/octet-stream", forHTTPHeaderField: "Content-Type")
                 if knownLength { request.setValue("\(body.count)", forHTTPHeaderField: "Content-Length") }
                 request.httpBodyStream = InputStream(data: body)
-                let (data, response) = try await session.data(for: request)
+                let task = session.dataTask(with: request)
+                task.resume()
+                #expect(await completion(of: task) == nil)
+                let (data, response) = (try #require(task.receivedData), try #require(task.response))
                 #expect(response.statusCode == 200)
+                // Counted as a request's body is: the task's bytes sent and its transaction.
+                #expect(task.countOfBytesSent == Int64(body.count))
+                let transaction = try #require(task.metrics?.transactions.first)
+                #expect(transaction.countOfRequestBodyBytesSent == Int64(body.count))
+                #expect(transaction.countOfResponseBodyBytesReceived == Int64(data.count))
+                #expect(transaction.remoteAddress == "127.0.0.1")
                 let echoed = try JSONSerialization.jsonObject(with: data) as? [String: Any]
                 let sent = (echoed?["data"] as? String).flatMap {
                     Data(base64Encoded: String($0.dropFirst("data:application/octet-stream;base64,".count)))

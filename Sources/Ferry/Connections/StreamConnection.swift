@@ -267,6 +267,13 @@ final class StreamConnection: Sendable {
         }
     }
 
+    /// The connection's remote and local IP addresses, once connected (the proxy's through
+    /// a tunnel).
+    var addresses: (remote: String?, local: String?) {
+        let channel = state.withLock { $0.channel }
+        return (channel?.remoteAddress?.ipAddress, channel?.localAddress?.ipAddress)
+    }
+
     /// Puts bytes read past a response head back in front of the stream.
     func unread(_ bytes: ByteBuffer) {
         guard bytes.readableBytes > 0 else { return }

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import NIOCore
+import NIOExtras
 import NIOHTTP1
 import NIOHTTPCompression
 import NIOSSL
@@ -33,6 +34,13 @@ extension FerryError {
             default:
                 return FerryError(.network, "The transfer failed.", underlying: error)
             }
+        }
+        if let error = error as? NIOHTTP1ProxyConnectHandler.Error, error == .httpProxyHandshakeTimeout() {
+            return FerryError(
+                .timedOut(.idle),
+                "The proxy did not answer the tunnel request (CONNECT) in time.",
+                underlying: error
+            )
         }
         if error is NIOHTTPDecompression.DecompressionError {
             return FerryError(

@@ -63,11 +63,26 @@ extension Upgrader {
             if let cookies = configuration.cookieStore, !loop.userCookies {
                 outgoing.setValue(cookies.headerValue(for: url), forHTTPHeaderField: "Cookie")
             }
+            // Each hop is a transaction of the task's metrics, as a request's hop is.
+            var transaction = TransactionMetrics(
+                request: outgoing,
+                reason: hop.reason,
+                fetchStartDate: Date(),
+                countOfRequestBodyBytesSent: 0,
+                countOfResponseBodyBytesReceived: 0
+            )
+            transaction.networkProtocolName = "http/1.1"
+            transaction.isReusedConnection = false
+            defer {
+                transaction.responseEndDate = Date()
+                origin.client.record(transaction)
+            }
+            if hop.isRepeat, hop.body != nil { origin.client.resetSentBytes() }
             let connection: StreamConnection
             let exchanged: (head: ResponseHeadParser.Head, rest: ByteBuffer)
             do {
                 connection = try makeConnection(for: outgoing)
-                exchanged = try await exchange(outgoing, body: hop.body, on: connection)
+                exchanged = try await exchange(outgoing, body: hop.body, on: connection, metrics: &transaction)
             } catch let challenge as ProxyChallenge {
                 let failure = FerryError.mapping(challenge)
                 action = loop.next(after: .failed(challenge, failure, responded: false, cancelled: Task.isCancelled))
@@ -82,6 +97,7 @@ extension Upgrader {
                 httpVersion: parsed.version
             )
             transfer.logResponse(response)
+            transaction.response = response
             configuration.cookieStore?.store(setCookieFields: response.headers.values(for: "Set-Cookie"), from: url)
             do {
                 let switched = connecting ? (200..<300).contains(response.statusCode) : response.statusCode == 101
@@ -106,6 +122,7 @@ extension Upgrader {
                     after: rest,
                     from: connection
                 )
+                transaction.countOfResponseBodyBytesReceived = Int64(data.count)
                 connection.close()
                 guard origin.client.transferWillFinish() else { throw CancellationError() }
                 return .data(data)
@@ -143,19 +160,27 @@ extension Upgrader {
     private func exchange(
         _ request: URLRequest,
         body: RequestBody?,
-        on connection: StreamConnection
+        on connection: StreamConnection,
+        metrics transaction: inout TransactionMetrics
     ) async throws -> (head: ResponseHeadParser.Head, rest: ByteBuffer) {
         do {
+            transaction.connectStartDate = Date()
             _ = try await connection.open(timeout: options.idleTimeout)
+            transaction.connectEndDate = Date()
             if let url = request.url, url.scheme?.lowercased() == "https", request.method != .connect,
                 case .direct = connection.route
             {
+                transaction.secureConnectionStartDate = transaction.connectEndDate
                 try await connection.startSecureConnection(
                     transfer.engine.tls.configuration(forHost: connection.host),
                     timeout: options.idleTimeout
                 )
+                transaction.secureConnectionEndDate = Date()
+                transaction.connectEndDate = transaction.secureConnectionEndDate
             }
+            (transaction.remoteAddress, transaction.localAddress) = connection.addresses
             origin.client.touch()
+            transaction.requestStartDate = Date()
             transfer.sentRequest.withLock { $0 = request }
             transfer.logRequest(request)
             let length = body?.length
@@ -163,8 +188,13 @@ extension Upgrader {
                 Data(try head(of: request, bodyLength: length, hasBody: body != nil).utf8),
                 timeout: options.idleTimeout
             )
-            if let body { try await send(body, chunked: length == nil, on: connection) }
-            return try await readHead(from: connection)
+            if let body {
+                transaction.countOfRequestBodyBytesSent = try await send(body, chunked: length == nil, on: connection)
+            }
+            transaction.requestEndDate = Date()
+            let head = try await readHead(from: connection)
+            transaction.responseStartDate = Date()
+            return head
         } catch {
             connection.close()
             throw error
@@ -201,9 +231,17 @@ extension Upgrader {
         return head + "\r\n"
     }
 
-    /// Writes `body` (as chunks when its length is unknown).
-    private func send(_ body: RequestBody, chunked: Bool, on connection: StreamConnection) async throws {
-        for try await chunk in body.chunks() {
+    /// Writes `body` (as chunks when its length is unknown), counting it into the task's
+    /// bytes sent and progress as a request's body is; returns how many bytes it wrote.
+    private func send(_ body: RequestBody, chunked: Bool, on connection: StreamConnection) async throws -> Int64 {
+        var sent: Int64 = 0
+        for try await chunk in CountingChunks(
+            base: body.chunks(),
+            task: origin,
+            length: body.length,
+            throttle: transfer.throttle
+        ) {
+            sent += Int64(chunk.readableBytes)
             let bytes = Data(chunk.readableBytesView)
             if chunked {
                 try await connection.write(
@@ -216,6 +254,7 @@ extension Upgrader {
             origin.client.touch()
         }
         if chunked { try await connection.write(Data("0\r\n\r\n".utf8), timeout: options.idleTimeout) }
+        return sent
     }
 
     private static func authority(_ host: String, _ port: Int) -> String {
