@@ -19,6 +19,11 @@ Scenarios (the benchmark issue's numbering):
               curl -F (CLI).
   5 resume    ferry get killed (kill -9) at 50 %, then ferry get -c: bytes fetched twice (from
               nginx's log) and time from start to the first resumed byte.
+  8 h2 many   1,000 files of 64 KiB over HTTPS with HTTP/2, 6 at a time; 8b the same 32 at a
+              time from an nginx allowing 8 streams per connection.
+  9 https     the 1 GiB file over HTTPS (TLS 1.3) with HTTP/1.1 and with HTTP/2: ferry get vs
+              curl --http1.1 / --http2.
+  10 put tls  the 1 GiB file as a raw PUT body over HTTPS: ferry put vs curl -T.
 """
 import hashlib
 import json
@@ -330,6 +335,93 @@ over_ahc = median_of(rows, "Ferry (library)", 0) / median_of(rows, "raw AsyncHTT
 targets.append(("1,000 × 64 KiB over HTTP/2, 6 at a time", "≤ 1.0× curl --parallel",
                 f"{ratio:.2f}× curl ({over_ahc:.2f}× raw AsyncHTTPClient), "
                 f"{max(connections['Ferry (library)'])} connection(s)", ratio <= 1.0))
+
+# 8b. The same list, 32 at a time, from an nginx that allows 8 streams per HTTP/2 connection
+#     (http2_max_concurrent_streams 8): one connection serves 8 at a time; a client that opens
+#     more connections when streams are the limit serves more.
+os.environ["FERRY_BENCH_CA"] = cert
+h2s_port = second_nginx("h2s", f" ssl http2; ssl_certificate {cert}; ssl_certificate_key {key}; "
+                               "http2_max_concurrent_streams 8")
+h2s_list, h2s_curl = os.path.join(work, "h2s-list"), os.path.join(work, "h2s-curl")
+with open(h2s_list, "w") as f:
+    f.write(open(h2_list).read().replace(f":{h2_port}/", f":{h2s_port}/"))
+with open(h2s_curl, "w") as f:
+    f.write(open(curl_config).read().replace(f":{h2_port}/", f":{h2s_port}/"))
+commands = {
+    "Ferry (library), 32 at a time": [bench["ferry"], "many", h2s_list, out, "32"],
+    "curl --parallel --parallel-max 32": ["curl", "-s", "--http2", "--cacert", cert, "--parallel", "--parallel-max",
+                                          "32", "-K", h2s_curl],
+    "raw AsyncHTTPClient, 32 at a time": [bench["ahc"], "many", h2s_list, out, "32"],
+}
+rows, connections = fetch_many(commands, h2_expected)
+del os.environ["FERRY_BENCH_CA"]
+stop_nginx("h2s")
+table("8b. Many files over HTTP/2, 8 streams per connection",
+      f"The same {many_count:,} files, 32 at a time, from an nginx with `http2_max_concurrent_streams 8`. "
+      f"Connections used (from nginx's log): {used(connections)}.", rows, "Ferry (library), 32 at a time")
+ratio = median_of(rows, "Ferry (library), 32 at a time", 0) / median_of(rows, "curl --parallel --parallel-max 32", 0)
+targets.append(("1,000 × 64 KiB over HTTP/2, 8 streams allowed, 32 at a time", "≤ 1.0× curl --parallel",
+                f"{ratio:.2f}× curl, {max(connections['Ferry (library), 32 at a time'])} connection(s)", ratio <= 1.0))
+
+# 9. The 1 GiB file over HTTPS (TLS 1.3) from nginx, with HTTP/1.1 (`listen … ssl`) and with
+#    HTTP/2 (`listen … ssl http2`): ferry get vs curl --http1.1 / --http2, whole commands.
+tls13 = f"ssl_certificate {cert}; ssl_certificate_key {key}; ssl_protocols TLSv1.3"
+h1s_port = second_nginx("h1s", f" ssl; {tls13}")
+h2d_port = second_nginx("h2d", f" ssl http2; {tls13}")
+h1s_url, h2d_url = f"https://127.0.0.1:{h1s_port}/file.bin", f"https://127.0.0.1:{h2d_port}/file.bin"
+https_cli = {
+    "ferry get (CLI), HTTP/1.1": [ferry, "get", "--quiet", "--cacert", cert, "-o", target, h1s_url],
+    "curl --http1.1": ["curl", "-s", "--http1.1", "--cacert", cert, "-o", target, h1s_url],
+    "ferry get (CLI), HTTP/2": [ferry, "get", "--quiet", "--cacert", cert, "-o", target, h2d_url],
+    "curl --http2": ["curl", "-s", "--http2", "--cacert", cert, "-o", target, h2d_url],
+}
+rows = {name: [] for name in https_cli}
+for _ in range(runs):
+    for name, command in https_cli.items():
+        clear(out)
+        wall, cpu_s, rss, _ = timed(command)
+        if sha256(target) != expected:
+            raise SystemExit(f"{name} produced a different file")
+        rows[name].append((wall, cpu_s, rss))
+stop_nginx("h1s")
+stop_nginx("h2d")
+for version, peer in (("HTTP/1.1", "curl --http1.1"), ("HTTP/2", "curl --http2")):
+    name = f"ferry get (CLI), {version}"
+    table(f"9. Download over HTTPS, {version}", f"{size_mib} MiB from nginx over TLS 1.3 on loopback with {version}, "
+          "into tmpfs, whole commands.", {name: rows[name], peer: rows[peer]}, name)
+    ratio = median_of(rows, name, 0) / median_of(rows, peer, 0)
+    targets.append((f"1 GiB download over HTTPS, {version}, ferry get (CLI)", f"≤ 1.0× {peer}",
+                    f"{ratio:.2f}× {peer}, {median_of(rows, name, 2):.1f} MiB", ratio <= 1.0))
+
+# 10. The 1 GiB file uploaded over HTTPS (TLS 1.3, HTTP/1.1) as a raw PUT body: nginx ends TLS
+#     and streams the body to ferry-testserver's sink, which hashes it. ferry put vs curl -T.
+put_sink_port = free_port()
+put_server = subprocess.Popen([testserver, "--port", str(put_sink_port)], stdout=subprocess.DEVNULL)
+wait_for(put_sink_port)
+put_port = second_nginx("put", f" ssl; {tls13}; client_max_body_size 0; "
+                               f"location /sink {{ proxy_pass http://127.0.0.1:{put_sink_port}; "
+                               "proxy_request_buffering off; proxy_http_version 1.1; } "
+                               "proxy_read_timeout 120s")
+put_url = f"https://127.0.0.1:{put_port}/sink"
+commands = {
+    "ferry put (CLI)": [ferry, "put", "--quiet", "--cacert", cert, source, put_url],
+    # Without "Expect:", curl waits a second for a 100 Continue the sink never sends.
+    "curl -T": ["curl", "-s", "-H", "Expect:", "--cacert", cert, "-T", source, put_url],
+}
+rows = {name: [] for name in commands}
+for _ in range(runs):
+    for name, command in commands.items():
+        wall, cpu_s, rss, reply = timed(command)
+        if json.loads(reply).get("sha256") != expected:
+            raise SystemExit(f"{name}: the sink read a different body")
+        rows[name].append((wall, cpu_s, rss))
+stop_nginx("put")
+put_server.terminate()
+table("10. Upload over HTTPS", f"The {size_mib} MiB file as a raw `PUT` body over TLS 1.3 (HTTP/1.1) to nginx, which "
+      "streams it to ferry-testserver's sink (CLI).", rows, "ferry put (CLI)")
+ratio = median_of(rows, "ferry put (CLI)", 0) / median_of(rows, "curl -T", 0)
+targets.append(("1 GiB upload over HTTPS, ferry put (CLI)", "≤ 1.0× curl -T",
+                f"{ratio:.2f}× curl -T, {median_of(rows, 'ferry put (CLI)', 2):.1f} MiB", ratio <= 1.0))
 
 # 6. Segmented downloads from an nginx that caps each connection (a CDN's or a mirror's
 #    per-connection limit): ferry get -s 1/4/8 vs curl vs aria2c -x4 -s4 / -x8 -s8.
