@@ -175,6 +175,27 @@ def stop_nginx(name):
     subprocess.run(["kill", open(os.path.join(work, f"{name}.pid")).read().strip()])
 
 
+def measure(commands, check):
+    """Runs each command runs times, out emptied before each; check(name, stdout) stops the
+    benchmark when a run's output is wrong. Returns the rows, by name."""
+    rows = {name: [] for name in commands}
+    for _ in range(runs):
+        for name, command in commands.items():
+            clear(out)
+            wall, cpu_s, rss, reply = timed(command)
+            check(name, reply)
+            rows[name].append((wall, cpu_s, rss))
+    return rows
+
+
+def wrote(expected_sha):
+    """A check for measure(): the command wrote the file at target, byte for byte."""
+    def check(name, _):
+        if sha256(target) != expected_sha:
+            raise SystemExit(f"{name} produced a different file")
+    return check
+
+
 def fetch_many(commands, expected_sha):
     """Runs each command runs times into out; checks the many_count files it wrote. Returns
     rows and the connections each run used (from nginx's log)."""
@@ -221,14 +242,7 @@ library = {
     "raw AsyncHTTPClient": [bench["ahc"], "download", url, target],
     "URLSession": [bench["urlsession"], "download", url, target],
 }
-rows = {name: [] for name in list(cli) + list(library)}
-for _ in range(runs):
-    for name, command in {**cli, **library}.items():
-        clear(out)
-        wall, cpu_s, rss, _ = timed(command)
-        if sha256(target) != expected:
-            raise SystemExit(f"{name} produced a different file")
-        rows[name].append((wall, cpu_s, rss))
+rows = measure({**cli, **library}, wrote(expected))
 table("1. Download, CLI", f"{size_mib} MiB from nginx on loopback into tmpfs, whole commands.",
       {name: rows[name] for name in cli}, "ferry get (CLI)")
 table("1. Download, library", f"The same file through each library in-process: Ferry's `Session.download(from:to:)`, "
@@ -375,14 +389,7 @@ https_cli = {
     "ferry get (CLI), HTTP/2": [ferry, "get", "--quiet", "--cacert", cert, "-o", target, h2d_url],
     "curl --http2": ["curl", "-s", "--http2", "--cacert", cert, "-o", target, h2d_url],
 }
-rows = {name: [] for name in https_cli}
-for _ in range(runs):
-    for name, command in https_cli.items():
-        clear(out)
-        wall, cpu_s, rss, _ = timed(command)
-        if sha256(target) != expected:
-            raise SystemExit(f"{name} produced a different file")
-        rows[name].append((wall, cpu_s, rss))
+rows = measure(https_cli, wrote(expected))
 stop_nginx("h1s")
 stop_nginx("h2d")
 for version, peer in (("HTTP/1.1", "curl --http1.1"), ("HTTP/2", "curl --http2")):
@@ -408,13 +415,12 @@ commands = {
     # Without "Expect:", curl waits a second for a 100 Continue the sink never sends.
     "curl -T": ["curl", "-s", "-H", "Expect:", "--cacert", cert, "-T", source, put_url],
 }
-rows = {name: [] for name in commands}
-for _ in range(runs):
-    for name, command in commands.items():
-        wall, cpu_s, rss, reply = timed(command)
-        if json.loads(reply).get("sha256") != expected:
-            raise SystemExit(f"{name}: the sink read a different body")
-        rows[name].append((wall, cpu_s, rss))
+def sink_read_body(name, reply):
+    if json.loads(reply).get("sha256") != expected:
+        raise SystemExit(f"{name}: the sink read a different body")
+
+
+rows = measure(commands, sink_read_body)
 stop_nginx("put")
 put_server.terminate()
 table("10. Upload over HTTPS", f"The {size_mib} MiB file as a raw `PUT` body over TLS 1.3 (HTTP/1.1) to nginx, which "
@@ -441,14 +447,7 @@ commands = {
     "aria2c -x4 -s4": aria + ["-x4", "-s4", capped_url],
     "aria2c -x8 -s8": aria + ["-x8", "-s8", capped_url],
 }
-rows = {name: [] for name in commands}
-for _ in range(runs):
-    for name, command in commands.items():
-        clear(out)
-        wall, cpu_s, rss, _ = timed(command)
-        if sha256(target) != capped_expected:
-            raise SystemExit(f"{name} produced a different file")
-        rows[name].append((wall, cpu_s, rss))
+rows = measure(commands, wrote(capped_expected))
 table("6. Segmented download, connections capped", f"{capped_mib} MiB from an nginx whose `limit_rate 50m` caps each "
       "connection at 50 MB/s (CLI). Ferry's segments are checked against the first response's validator; "
       "aria2c's are not.", rows, "ferry get -s 4")
@@ -530,14 +529,13 @@ commands = {
     # Without "Expect:", curl waits a second for a 100 Continue the sink never sends.
     "curl -F": ["curl", "-s", "-H", "Expect:", "-F", f"file=@{source}", sink],
 }
-rows = {name: [] for name in commands}
-for _ in range(runs):
-    for name, command in commands.items():
-        wall, cpu_s, rss, reply = timed(command)
-        parts = json.loads(reply).get("parts") or [{}]
-        if parts[-1].get("sha256") != expected:
-            raise SystemExit(f"{name}: the sink read a different file part")
-        rows[name].append((wall, cpu_s, rss))
+def sink_read_part(name, reply):
+    parts = json.loads(reply).get("parts") or [{}]
+    if parts[-1].get("sha256") != expected:
+        raise SystemExit(f"{name}: the sink read a different file part")
+
+
+rows = measure(commands, sink_read_part)
 server.terminate()
 table("4. Multipart upload", f"The {size_mib} MiB file as a multipart part to ferry-testserver's sink, which hashes the "
       "part (CLI).", rows, "ferry upload (CLI)")
