@@ -66,6 +66,19 @@ extension Transfer {
         }
     }
 
+    /// `hop`'s request as it goes out: with the cookie store's `Cookie` field for `url`
+    /// (a redirect may lead where other cookies apply), unless the request set its own.
+    func outgoingRequest(of hop: RequestLoop.Hop, in loop: RequestLoop, to url: URL) -> URLRequest {
+        var request = hop.request
+        guard let cookies = configuration.cookieStore, !loop.userCookies else { return request }
+        // Setting a URLRequest field copies the request: only when something changes.
+        let value = cookies.headerValue(for: url)
+        if value != request.value(forHTTPHeaderField: "Cookie") {
+            request.setValue(value, forHTTPHeaderField: "Cookie")
+        }
+        return request
+    }
+
     /// Sends one hop while holding its origin's slot, records its metrics, and says what
     /// came of it; a failure is an event, not an error, so the loop can judge it.
     private func send<Result: Sendable>(
@@ -76,16 +89,7 @@ extension Transfer {
     ) async throws -> HopOutcome<Result> {
         try await origin.client.waitWhilePaused()
         guard let url = hop.request.url else { throw FerryError(.invalidURL, "The request has no URL.") }
-        // The store's cookies for this hop (a redirect may lead where others apply).
-        // (Setting a URLRequest field copies the request: only when something changes.)
-        var request = hop.request
-        if let cookies = configuration.cookieStore, !loop.userCookies {
-            let value = cookies.headerValue(for: url)
-            if value != request.value(forHTTPHeaderField: "Cookie") {
-                request.setValue(value, forHTTPHeaderField: "Cookie")
-            }
-        }
-        let currentRequest = request
+        let currentRequest = outgoingRequest(of: hop, in: loop, to: url)
         var responded = false
         var transaction = TransactionMetrics(
             request: currentRequest,

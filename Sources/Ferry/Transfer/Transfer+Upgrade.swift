@@ -58,11 +58,8 @@ extension Upgrader {
                 throw FerryError(.invalidRequest, "The upgrade's request loop asked for an interceptor.")
             }
             try await origin.client.waitWhilePaused()
-            var outgoing = hop.request
-            guard let url = outgoing.url else { throw FerryError(.invalidURL, "The request has no URL.") }
-            if let cookies = configuration.cookieStore, !loop.userCookies {
-                outgoing.setValue(cookies.headerValue(for: url), forHTTPHeaderField: "Cookie")
-            }
+            guard let url = hop.request.url else { throw FerryError(.invalidURL, "The request has no URL.") }
+            let outgoing = transfer.outgoingRequest(of: hop, in: loop, to: url)
             // Each hop is a transaction of the task's metrics, as a request's hop is.
             var transaction = TransactionMetrics(
                 request: outgoing,
