@@ -33,6 +33,9 @@ struct UpgradeThroughTheSessionTests {
         #expect(transactions.map(\.reason) == reasons)
         #expect(transactions.last?.response?.statusCode == 101)
         #expect(transactions.allSatisfy { $0.networkProtocolName == "http/1.1" && $0.responseStartDate != nil })
+        #expect(transactions.allSatisfy { $0.connectStartDate != nil && $0.isReusedConnection == false })
+        // Over TLS, the handshake's dates, whoever made it (the session's bridge here).
+        if request.url?.scheme == "https" { #expect(transactions.last?.secureConnectionEndDate != nil) }
         guard case .becameStreamTask(let stream) = seen.first(where: { $0.name == "becameStreamTask" }) else {
             throw FerryError(.badServerResponse, "The data task did not become a stream task.")
         }

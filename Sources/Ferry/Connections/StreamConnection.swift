@@ -57,6 +57,8 @@ final class StreamConnection: Sendable {
         var handshake: CheckedContinuation<Result<Void, FerryError>, Never>?
         /// Ends the handshake that takes too long.
         var handshakeTimer: Scheduled<Void>?
+        /// How the connection was opened, once it is; with the TLS handshake once one ends.
+        var record: ConnectionRecord?
     }
 
     private let state = Mutex(State())
@@ -107,8 +109,10 @@ final class StreamConnection: Sendable {
     private func connect(timeout: TimeInterval) async throws -> any Channel {
         let connection = self
         let channel: any Channel
+        let record: ConnectionRecord
         switch route {
         case .direct:
+            let start = Date()
             let bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .connectTimeout(Engine.connectTimeout(seconds: timeout))
                 .channelOption(.allowRemoteHalfClosure, value: true)
@@ -119,18 +123,29 @@ final class StreamConnection: Sendable {
                     }
                 }
             channel = try await bootstrap.connect(host: host, port: port).get()
+            record = ConnectionRecord(
+                connectStart: start,
+                connectEnd: Date(),
+                remoteAddress: channel.remoteAddress?.ipAddress,
+                localAddress: channel.localAddress?.ipAddress,
+                reused: false
+            )
         case .bridged(let bridge, let origin, let proxy):
+            let made = Mutex<ConnectionRecord?>(nil)
             do {
                 channel = try await bridge.connect(
                     to: origin,
                     via: proxy,
                     on: MultiThreadedEventLoopGroup.singleton.next()
-                ) { outbound, _ in
+                ) { outbound, opened in
                     try outbound.syncOptions?.setOption(.allowRemoteHalfClosure, value: true)
                     // Nearest the socket: below the bridge's TLS, if it started any.
                     try outbound.pipeline.syncOperations.addHandler(SocketEnd(), position: .first)
                     try outbound.pipeline.syncOperations.addHandler(Handler(connection))
+                    made.withLock { $0 = opened }
                 }.get()
+                record =
+                    made.withLock { $0 } ?? ConnectionRecord(connectStart: Date(), connectEnd: Date(), reused: false)
             } catch {
                 // The bridge's reason (a refused certificate, the proxy's challenge) over NIO's.
                 throw bridge.failure(for: origin) ?? error
@@ -140,6 +155,7 @@ final class StreamConnection: Sendable {
             channel.close(promise: nil)
             throw CancellationError()
         }
+        state.withLock { $0.record = record }
         settleConnection(.success(channel))
         return channel
     }
@@ -267,12 +283,8 @@ final class StreamConnection: Sendable {
         }
     }
 
-    /// The connection's remote and local IP addresses, once connected (the proxy's through
-    /// a tunnel).
-    var addresses: (remote: String?, local: String?) {
-        let channel = state.withLock { $0.channel }
-        return (channel?.remoteAddress?.ipAddress, channel?.localAddress?.ipAddress)
-    }
+    /// How the connection was opened (and its TLS handshake, once one ended), once it is.
+    var record: ConnectionRecord? { state.withLock { $0.record } }
 
     /// Puts bytes read past a response head back in front of the stream.
     func unread(_ bytes: ByteBuffer) {
@@ -345,6 +357,7 @@ final class StreamConnection: Sendable {
     func startSecureConnection(_ configuration: TLSConfiguration, timeout: TimeInterval) async throws(FerryError) {
         let channel = try await channel()
         let host = self.host
+        let secureStart = Date()
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, FerryError>, Never>) in
                 let refusal: FerryError? = state.withLock { state in
@@ -384,6 +397,10 @@ final class StreamConnection: Sendable {
             abandonHandshake(.cancelled(), on: channel)
         }
         try result.get()
+        state.withLock { state in
+            state.record?.secureConnectionStart = secureStart
+            state.record?.secureConnectionEnd = Date()
+        }
     }
 
     /// Ends a handshake under way with `error`, and the connection with it.

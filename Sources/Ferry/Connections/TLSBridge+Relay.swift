@@ -2,21 +2,6 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 
-/// What the bridge knows about the connection a request went over: URLSession's
-/// connection fields of a transaction.
-struct BridgedConnection: Sendable, Equatable {
-    var connectStart: Date
-    var connectEnd: Date
-    /// `nil` for plain `http`.
-    var secureConnectionStart: Date?
-    var secureConnectionEnd: Date?
-    /// The origin's (or the proxy's) address, as connected.
-    var remoteAddress: String?
-    var localAddress: String?
-    /// Whether an earlier request already used this connection.
-    var reused: Bool
-}
-
 /// The relay between one of AsyncHTTPClient's connections to the bridge (the client side)
 /// and the connection Ferry made to the origin (the server side).
 ///
@@ -33,8 +18,8 @@ enum BridgeRelay {
     static func install(
         client: any Channel,
         server: any Channel,
-        connection: BridgedConnection,
-        record: @escaping (String, BridgedConnection) -> Void
+        connection: ConnectionRecord,
+        record: @escaping (String, ConnectionRecord) -> Void
     ) throws {
         let front = ClientFront()
         let requests = RequestSide(front: front, connection: connection, record: record)
@@ -107,10 +92,10 @@ private final class RequestSide: RelayEnd, ChannelDuplexHandler, RemovableChanne
 
     weak var partner: ResponseSide?
     private let front: ClientFront
-    private var connection: BridgedConnection
-    private let record: (String, BridgedConnection) -> Void
+    private var connection: ConnectionRecord
+    private let record: (String, ConnectionRecord) -> Void
 
-    init(front: ClientFront, connection: BridgedConnection, record: @escaping (String, BridgedConnection) -> Void) {
+    init(front: ClientFront, connection: ConnectionRecord, record: @escaping (String, ConnectionRecord) -> Void) {
         self.front = front
         self.connection = connection
         self.record = record

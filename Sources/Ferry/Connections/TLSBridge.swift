@@ -35,7 +35,7 @@ final class TLSBridge: Sendable {
         var listeners: [Origin: EventLoopFuture<any Channel>] = [:]
         var failures: [Origin: any Error] = [:]
         /// The connection each traced request went over, until its transfer takes it.
-        var connections: [String: BridgedConnection] = [:]
+        var connections: [String: ConnectionRecord] = [:]
         /// `Proxy-Authorization` for the HTTP proxy's `CONNECT`: the configured credential
         /// (Basic) at first, then the answer to its last challenge.
         var proxyAuthorization: String?
@@ -103,7 +103,7 @@ final class TLSBridge: Sendable {
     }
 
     /// The connection the request traced as `trace` went over, once it was sent.
-    func connection(for trace: String) -> BridgedConnection? {
+    func connection(for trace: String) -> ConnectionRecord? {
         state.withLock { $0.connections.removeValue(forKey: trace) }
     }
 
@@ -168,7 +168,7 @@ final class TLSBridge: Sendable {
         to origin: Origin,
         via proxy: Proxy?,
         on loop: any EventLoop,
-        install: @escaping @Sendable (any Channel, BridgedConnection) throws -> Void
+        install: @escaping @Sendable (any Channel, ConnectionRecord) throws -> Void
     ) -> EventLoopFuture<any Channel> {
         let handshake = loop.makePromise(of: Void.self)
         let connectStart = Date()
@@ -200,7 +200,7 @@ final class TLSBridge: Sendable {
             .flatMapThrowing { [self] outbound, _ in
                 let tunnelled = connectEnd.withLockedValue { $0 } ?? Date()
                 let secure = origin.scheme == "https"
-                let connection = BridgedConnection(
+                let connection = ConnectionRecord(
                     connectStart: connectStart,
                     connectEnd: tunnelled,
                     secureConnectionStart: secure ? tunnelled : nil,

@@ -25,7 +25,7 @@ extension Engine {
         /// The stream the response came through, which knows when the request was sent.
         var stream: ResponseStream
         /// The connection it went over, for requests that went through the TLS bridge.
-        var connection: BridgedConnection?
+        var connection: ConnectionRecord?
     }
 
     /// Sends one request and waits for its response head, through ``ResponseStream`` (the

@@ -88,7 +88,7 @@ public struct TransactionMetrics: Sendable {
 
 extension TransactionMetrics {
     /// Takes in what the bridge knew of the request's connection.
-    mutating func record(_ connection: BridgedConnection) {
+    mutating func record(_ connection: ConnectionRecord) {
         isReusedConnection = connection.reused
         remoteAddress = connection.remoteAddress
         localAddress = connection.localAddress

@@ -69,7 +69,6 @@ extension Upgrader {
                 countOfResponseBodyBytesReceived: 0
             )
             transaction.networkProtocolName = "http/1.1"
-            transaction.isReusedConnection = false
             defer {
                 transaction.responseEndDate = Date()
                 origin.client.record(transaction)
@@ -161,21 +160,16 @@ extension Upgrader {
         metrics transaction: inout TransactionMetrics
     ) async throws -> (head: ResponseHeadParser.Head, rest: ByteBuffer) {
         do {
-            transaction.connectStartDate = Date()
             _ = try await connection.open(timeout: options.idleTimeout)
-            transaction.connectEndDate = Date()
             if let url = request.url, url.scheme?.lowercased() == "https", request.method != .connect,
                 case .direct = connection.route
             {
-                transaction.secureConnectionStartDate = transaction.connectEndDate
                 try await connection.startSecureConnection(
                     transfer.engine.tls.configuration(forHost: connection.host),
                     timeout: options.idleTimeout
                 )
-                transaction.secureConnectionEndDate = Date()
-                transaction.connectEndDate = transaction.secureConnectionEndDate
             }
-            (transaction.remoteAddress, transaction.localAddress) = connection.addresses
+            if let record = connection.record { transaction.record(record) }
             origin.client.touch()
             transaction.requestStartDate = Date()
             transfer.sentRequest.withLock { $0 = request }
