@@ -6,7 +6,8 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// How every `ferry` command reaches the server: credentials, proxy, cookies.
+/// How every `ferry` command reaches the server: credentials, proxy, cookies, TLS, the
+/// HTTP version.
 struct ConnectionOptions: ParsableArguments {
     @Option(
         name: [.customShort("u"), .customLong("user")],
@@ -89,6 +90,13 @@ struct ConnectionOptions: ParsableArguments {
     @Flag(name: [.customShort("k"), .customLong("insecure")], help: "Accept any server certificate (unsafe).")
     var insecure = false
 
+    @Flag(
+        exclusivity: .chooseLast,
+        help:
+            "The HTTP version over https: --http2 offers HTTP/2, then HTTP/1.1 (the default); --http1.1 speaks HTTP/1.1 only."
+    )
+    var httpVersion: HTTPVersionFlag = .http2
+
     @Option(
         name: .customLong("limit-rate"),
         help: "Move at most RATE bytes per second (curl's --limit-rate: suffixes k, M, G)."
@@ -137,6 +145,7 @@ struct ConnectionOptions: ParsableArguments {
             }
         }
         configuration.tls.allowsInvalidCertificates = insecure
+        configuration.tls.offersHTTP2 = httpVersion == .http2
         // A command's cookies live in memory: -b's, then what the responses set (for its own
         // redirects); --cookie-jar writes them out at the end (`saveCookieJar`).
         let cookies = CookieStore()
@@ -221,6 +230,19 @@ struct ConnectionOptions: ParsableArguments {
             return try String(contentsOfFile: path, encoding: .utf8)
         } catch {
             throw FerryError(.fileSystem, "Cannot read '\(path)'.", underlying: error)
+        }
+    }
+}
+
+/// curl's `--http1.1` and `--http2`; the last one given wins, as in curl.
+enum HTTPVersionFlag: String, EnumerableFlag {
+    case http1_1
+    case http2
+
+    static func name(for value: Self) -> NameSpecification {
+        switch value {
+        case .http1_1: .customLong("http1.1")
+        case .http2: .customLong("http2")
         }
     }
 }

@@ -25,8 +25,16 @@ final class Nginx {
     /// Starts nginx serving `root`, with `server` added inside its `server { }` block
     /// (locations, limits, auth) and an access log of method, URI, status and bytes sent.
     /// `listen` is added to the listen directive (`ssl http2`); a server block may log with
-    /// the `connections` format instead (`$connection $server_protocol $status`).
-    init(serving root: URL, server extra: String = "", listen options: String = "") async throws {
+    /// the `connections` format instead (`$connection $server_protocol $status`), or the
+    /// `protocols` format (`$server_protocol $request_method $uri $status $http_range
+    /// [$http_authorization] $connection`). A `reloadable` server runs a master process, for ``reload()``,
+    /// whose old worker closes its connections 100 ms after a reload.
+    init(
+        serving root: URL,
+        server extra: String = "",
+        listen options: String = "",
+        reloadable: Bool = false
+    ) async throws {
         let binary = try #require(Self.binary, "nginx is not installed (apt-get install nginx-light)")
         prefix = try makeTemporaryDirectory("nginx")
         port = try Self.freePort()
@@ -37,7 +45,8 @@ final class Nginx {
         let temp = prefix.appendingPathComponent("tmp").path
         let configuration = """
             daemon off;
-            master_process off;
+            master_process \(reloadable ? "on" : "off");
+            \(reloadable ? "worker_shutdown_timeout 100ms;" : "")
             worker_processes 1;
             \(geteuid() == 0 ? "user root;" : "")
             error_log \(prefix.path)/error.log;
@@ -46,6 +55,7 @@ final class Nginx {
             http {
                 log_format ferry '$request_method $request_uri $status $body_bytes_sent';
                 log_format connections '$connection $server_protocol $status';
+                log_format protocols '$server_protocol $request_method $uri $status $http_range [$http_authorization] $connection';
                 access_log \(prefix.path)/access.log ferry;
                 sendfile on;
                 client_body_temp_path \(temp);
@@ -76,6 +86,13 @@ final class Nginx {
             code: 1,
             userInfo: [NSLocalizedDescriptionKey: "nginx did not start: \(message)"]
         )
+    }
+
+    /// Reloads the configuration, as `nginx -s reload` does (a server started `reloadable`):
+    /// a new worker takes new connections; the old one sends GOAWAY on its HTTP/2
+    /// connections and closes every connection 100 ms later.
+    func reload() {
+        kill(pid, SIGHUP)
     }
 
     func stop() {

@@ -65,6 +65,19 @@ public struct TLSOptions: Sendable, Equatable {
     public var clientIdentity: ClientIdentity?
     /// Accept any certificate (curl's `--insecure`). Off, and meant to stay off.
     public var allowsInvalidCertificates = false
+    /// Offer HTTP/2 when a connection is secured (ALPN's `h2`, then `http/1.1`), so a server
+    /// that speaks it multiplexes the session's requests over one connection. On by default,
+    /// as curl and URLSession do.
+    ///
+    /// Off, every `https` connection speaks HTTP/1.1 (curl's `--http1.1`): to compare, or to
+    /// get past a server whose HTTP/2 is broken. Plain `http` is HTTP/1.1 either way: Ferry
+    /// does not speak HTTP/2 without TLS (`h2c`). Connections Ferry verifies itself (public-key
+    /// pins, ``delegateEvaluatesServerTrust``) and stream tasks speak HTTP/1.1 too.
+    ///
+    /// ```swift
+    /// configuration.tls.offersHTTP2 = false  // --http1.1
+    /// ```
+    public var offersHTTP2 = true
 
     /// The defaults: the system's roots, no pinning, no client certificate.
     public init() {}

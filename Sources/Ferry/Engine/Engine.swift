@@ -122,7 +122,8 @@ final class Engine: Sendable {
             decompression: decompressing
                 ? .enabled(limit: .size(Int(clamping: configuration.maximumInMemoryBodySize))) : .disabled
         )
-        clientConfiguration.httpVersion = .automatic
+        // .automatic offers h2 and http/1.1 in ALPN; .http1Only offers http/1.1 alone.
+        clientConfiguration.httpVersion = configuration.tls.offersHTTP2 ? .automatic : .http1Only
         // A refused or failed connection fails the request at once, as URLSession does;
         // retrying is the retry policy's decision, not the pool's.
         clientConfiguration.connectionPool.retryConnectionEstablishment = false

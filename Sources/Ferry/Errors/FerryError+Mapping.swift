@@ -3,6 +3,7 @@ import Foundation
 import NIOCore
 import NIOExtras
 import NIOHTTP1
+import NIOHTTP2
 import NIOHTTPCompression
 import NIOSSL
 
@@ -62,9 +63,29 @@ extension FerryError {
                 "The proxy \(challenge.proxy.host):\(challenge.proxy.port) asks for credentials (407) that the session does not have or that it refused."
             )
         }
+        if let error = error as? NIOHTTP2Errors.StreamClosed {
+            // RST_STREAM: the server gave up on this response (nginx, when its upstream broke
+            // off); the connection and its other streams go on.
+            return FerryError(
+                .network,
+                "The server reset the HTTP/2 stream (\(name(of: error.errorCode))) before the response was complete.",
+                underlying: error
+            )
+        }
         if error is HTTPParserError {
             return FerryError(.badServerResponse, "The server's response is not valid HTTP.", underlying: error)
         }
         return FerryError(.network, "The connection failed.", underlying: error)
+    }
+
+    /// RFC 9113's name of an HTTP/2 error code (§7), as servers' logs and curl print it.
+    private static func name(of code: HTTP2ErrorCode) -> String {
+        let names = [
+            "NO_ERROR", "PROTOCOL_ERROR", "INTERNAL_ERROR", "FLOW_CONTROL_ERROR", "SETTINGS_TIMEOUT",
+            "STREAM_CLOSED", "FRAME_SIZE_ERROR", "REFUSED_STREAM", "CANCEL", "COMPRESSION_ERROR",
+            "CONNECT_ERROR", "ENHANCE_YOUR_CALM", "INADEQUATE_SECURITY", "HTTP_1_1_REQUIRED",
+        ]
+        return names.indices.contains(code.networkCode)
+            ? names[code.networkCode] : "error 0x" + String(code.networkCode, radix: 16)
     }
 }
