@@ -16,6 +16,9 @@ extension Engine {
         var body: CountingChunks?
         /// Whether a coded response body is decoded on the way in.
         var decompressing: Bool
+        /// Which of a segmented download's connections it goes over; 0 for every other
+        /// request (see ``Engine/client(for:decompressing:bridged:connection:)``).
+        var connection = 0
     }
 
     /// A response head, its body, and what is known of the way it came.
@@ -52,7 +55,12 @@ extension Engine {
         let origin = Origin(request.url)
         let routeOrigin = route.bridged ? Origin(route.url) : origin
         do {
-            let client = client(for: request.url, decompressing: request.decompressing, bridged: route.bridged)
+            let client = client(
+                for: request.url,
+                decompressing: request.decompressing,
+                bridged: route.bridged,
+                connection: request.connection
+            )
             let stream = ResponseStream(readAhead: readAhead(for: origin), onActivity: onActivity)
             let eventLoop = eventLoop(for: routeOrigin)
             var body: HTTPClient.Body?

@@ -48,6 +48,15 @@ final class Engine: Sendable {
     private let loopTurn = Atomic<Int>(0)
     /// Origins that answered over HTTP/2, for ``pinsConnection(for:)``.
     private let multiplexedOrigins = Mutex<Set<Origin>>([])
+    /// The clients of a segmented download's further connections to an HTTP/2 origin, by
+    /// kind and connection (1 and up): made on first use, each with a pool of its own (see
+    /// ``client(for:decompressing:bridged:connection:)``).
+    private let segmentClients = Mutex<[SegmentClient: HTTPClient]>([:])
+
+    struct SegmentClient: Hashable {
+        var kind: ClientKind
+        var connection: Int
+    }
 
     /// - Throws: when the TLS bridge the options need cannot be set up.
     convenience init(configuration: SessionConfiguration, tls: ResolvedTLS) throws(FerryError) {
@@ -222,23 +231,47 @@ final class Engine: Sendable {
 
     /// The client for a request to `url`: through the session's proxy unless it bypasses it;
     /// decoding the body when asked and the configuration allows it.
-    func client(for url: URL, decompressing: Bool, bridged: Bool = false) -> HTTPClient {
+    ///
+    /// A segmented download asks for several connections (aria2c's `-s`), and over HTTP/1.1
+    /// the pool gives each concurrent request one. Over HTTP/2 it would multiplex them all
+    /// on one connection (one per event loop when pinned), which gains nothing from a server
+    /// or a path that limits each connection. So the download's further connections
+    /// (`connection` 1 and up) to an origin that has answered over HTTP/2 each go through a
+    /// client of their own, whose pool opens a connection of its own; how many is bounded by
+    /// the download's connections, and those by the per-host limit. Every other request uses
+    /// the session's clients and shares their connections.
+    func client(for url: URL, decompressing: Bool, bridged: Bool = false, connection: Int = 0) -> HTTPClient {
         let kind = ClientKind(
             proxied: !bridged && configuration.proxy?.applies(to: url) == true,
             decompressing: decompressing && configuration.automaticDecompression
         )
-        return clients[kind] ?? direct
+        let shared = clients[kind] ?? direct
+        guard connection > 0, !bridged, multiplexedOrigins.withLock({ $0.contains(Origin(url)) }) else { return shared }
+        return segmentClients.withLock { made in
+            let key = SegmentClient(kind: kind, connection: connection)
+            if let client = made[key] { return client }
+            let client = Self.makeClient(
+                configuration,
+                tls: tls,
+                proxy: kind.proxied ? configuration.proxy : nil,
+                decompressing: kind.decompressing
+            )
+            made[key] = client
+            return client
+        }
     }
 
     deinit {
         // The shutdown's own callbacks keep the client alive until its pool has closed.
         for client in clients.values { client.shutdown { _ in } }
+        for client in segmentClients.withLock({ $0.values }) { client.shutdown { _ in } }
         if let bridge { Task { await bridge.shutdown() } }
         if let made = streamBridge.withLock({ $0 }) { Task { await made.shutdown() } }
     }
 
     func shutdown() async {
         for client in clients.values { try? await client.shutdown() }
+        for client in segmentClients.withLock({ Array($0.values) }) { try? await client.shutdown() }
         await bridge?.shutdown()
         await streamBridge.withLock { $0 }?.shutdown()
     }

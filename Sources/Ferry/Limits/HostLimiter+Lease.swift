@@ -26,15 +26,21 @@ extension HostLimiter {
         private let queued: @Sendable (Bool) -> Void
         /// The task's priority, for the places taken after the first.
         private let priority: Float
+        /// Which of a segmented download's connections this slot serves: each has a
+        /// connection of its own, over HTTP/2 too (see ``Engine/client(for:decompressing:bridged:connection:)``).
+        /// 0 for every other transfer.
+        let connection: Int
 
         init(
             _ limiter: HostLimiter,
             reservation: Reservation?,
             priority: Float,
+            connection: Int = 0,
             queued: @escaping @Sendable (Bool) -> Void
         ) {
             self.limiter = limiter
             self.priority = priority
+            self.connection = connection
             self.state = Mutex(State(reservation: reservation))
             self.queued = queued
         }

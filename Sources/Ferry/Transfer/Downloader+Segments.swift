@@ -66,12 +66,13 @@ extension Downloader {
             group.addTask {
                 try await self.segmentWorker(run, request: request, first: first, lease: self.transfer.lease)
             }
-            for _ in 1..<connections {
+            for connection in 1..<connections {
                 group.addTask {
                     let lease = HostLimiter.Lease(
                         self.engine.limiter,
                         reservation: nil,
-                        priority: self.options.priority
+                        priority: self.options.priority,
+                        connection: connection
                     ) {
                         [task = self.task] in task.client.setQueued($0)
                     }

@@ -10,7 +10,9 @@ import FoundationNetworking
 /// request's, whether to accept a coded body) and its counted body, handed to
 /// ``Engine/execute(_:onActivity:)``, which hides how it travels.
 extension Transfer {
-    func exchange(_ request: URLRequest, body: RequestBody?) async throws -> Engine.Exchange {
+    /// - Parameter connection: which of a segmented download's connections it goes over
+    ///   (``HostLimiter/Lease/connection``).
+    func exchange(_ request: URLRequest, body: RequestBody?, connection: Int = 0) async throws -> Engine.Exchange {
         guard let url = request.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
             url.host?.isEmpty == false
         else {
@@ -35,7 +37,8 @@ extension Transfer {
             url: url,
             headers: headers,
             body: body.map { CountingChunks(base: $0.chunks(), task: task, length: $0.length, throttle: throttle) },
-            decompressing: decompressing
+            decompressing: decompressing,
+            connection: connection
         )
         var exchange = try await engine.execute(outgoing) { task.client.touch() }
         exchange.body.throttle = throttle

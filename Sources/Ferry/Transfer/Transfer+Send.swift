@@ -109,7 +109,7 @@ extension Transfer {
                 transaction.requestStartDate = Date()
                 sentRequest.withLock { $0 = currentRequest }
                 logRequest(currentRequest)
-                let response = try await exchange(currentRequest, body: hop.body)
+                let response = try await exchange(currentRequest, body: hop.body, connection: lease.connection)
                 responded = true
                 transaction.responseStartDate = Date()
                 transaction.requestEndDate = response.stream.requestSentAt ?? transaction.responseStartDate
