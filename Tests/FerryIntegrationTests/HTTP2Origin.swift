@@ -17,7 +17,14 @@ final class HTTP2Origin {
     ///   - server: added inside nginx's `server { }` (locations, limits).
     ///   - reloadable: see ``Nginx/reload()``.
     ///   - ca: the CA that issues the certificate (a second origin shares the first's).
-    init(root: URL, server extra: String = "", reloadable: Bool = false, ca: TestPKI? = nil) async throws {
+    ///   - listen: the `listen` parameters: `ssl` alone for an origin that speaks HTTP/1.1.
+    init(
+        root: URL,
+        server extra: String = "",
+        reloadable: Bool = false,
+        ca: TestPKI? = nil,
+        listen: String = "ssl http2"
+    ) async throws {
         self.root = root
         let ca = try ca ?? TestPKI(name: "Ferry HTTP/2 CA \(UUID().uuidString.prefix(8))")
         self.ca = ca
@@ -36,7 +43,7 @@ final class HTTP2Origin {
                 access_log \(root.path)/\(prefix)-protocols.log protocols;
                 \(extra)
                 """,
-            listen: "ssl http2",
+            listen: listen,
             reloadable: reloadable
         )
         log = root.appendingPathComponent("\(prefix)-protocols.log")
@@ -66,6 +73,14 @@ final class HTTP2Origin {
     func stop() {
         nginx.stop()
     }
+}
+
+/// A directory for an ``HTTP2Origin``: `file.bin` (`mebibytes` of random bytes) and `out/`.
+func makeHTTP2Root(_ label: String, mebibytes: Int = 1) async throws -> URL {
+    let root = try makeTemporaryDirectory(label)
+    try FileManager.default.createDirectory(at: root.appendingPathComponent("out"), withIntermediateDirectories: true)
+    try await makeRandomFile(root.appendingPathComponent("file.bin"), mebibytes: mebibytes)
+    return root
 }
 
 /// Waits for `pid` to exit and returns its exit status (128 + N for signal N); kills it

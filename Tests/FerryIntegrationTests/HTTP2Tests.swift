@@ -75,22 +75,11 @@ struct HTTP2Tests {
 /// credential and redirect rules as HTTP/1.1.
 @Suite("HTTP/2 paths against nginx", .serialized, .enabled(if: Nginx.enabled))
 struct HTTP2PathTests {
-    /// A directory with `file.bin` (`mebibytes` of random bytes) and `out/`.
-    private func makeRoot(_ label: String, mebibytes: Int = 1) async throws -> URL {
-        let root = try makeTemporaryDirectory(label)
-        try FileManager.default.createDirectory(
-            at: root.appendingPathComponent("out"),
-            withIntermediateDirectories: true
-        )
-        try await makeRandomFile(root.appendingPathComponent("file.bin"), mebibytes: mebibytes)
-        return root
-    }
-
     /// `--http1.1` and `--http2` choose the protocol for `get`, `put` and `upload` as curl's
     /// flags do (the last one given wins), and every body arrives whole.
     @Test func theHTTPVersionFlagsChooseWhatCurlsDo() async throws {
         try await withServer { sink in
-            let root = try await makeRoot("h2-flags")
+            let root = try await makeHTTP2Root("h2-flags")
             defer { try? FileManager.default.removeItem(at: root) }
             let origin = try await HTTP2Origin(
                 root: root,
@@ -176,7 +165,7 @@ struct HTTP2PathTests {
     /// `TLSOptions.offersHTTP2`: on (the default) the session speaks HTTP/2 with a server
     /// that offers it; off, HTTP/1.1, and the response says which.
     @Test func aSessionThatDoesNotOfferHTTP2SpeaksHTTP11() async throws {
-        let root = try await makeRoot("h2-offer")
+        let root = try await makeHTTP2Root("h2-offer")
         defer { try? FileManager.default.removeItem(at: root) }
         let origin = try await HTTP2Origin(root: root)
         defer { origin.stop() }
@@ -195,7 +184,7 @@ struct HTTP2PathTests {
     /// the same connection completes while they wait (each body is larger than a stream's
     /// window, so nginx must wait for their WINDOW_UPDATEs), and then every body is whole.
     @Test func readersThatStopHoldUpOnlyTheirOwnStreams() async throws {
-        let root = try await makeRoot("h2-flow", mebibytes: 12)
+        let root = try await makeHTTP2Root("h2-flow", mebibytes: 12)
         defer { try? FileManager.default.removeItem(at: root) }
         let origin = try await HTTP2Origin(root: root)
         defer { origin.stop() }
@@ -244,7 +233,7 @@ struct HTTP2PathTests {
     /// and `ferry get` resumes it on the same connection until the file is whole.
     @Test func aResetStreamIsResumedOnTheSameConnection() async throws {
         try await withServer { server in
-            let root = try await makeRoot("h2-reset")
+            let root = try await makeHTTP2Root("h2-reset")
             defer { try? FileManager.default.removeItem(at: root) }
             let origin = try await HTTP2Origin(
                 root: root,
@@ -280,7 +269,7 @@ struct HTTP2PathTests {
     /// nginx reloads in the middle of a download: the old worker sends GOAWAY and closes the
     /// connection 100 ms later; `ferry get` resumes over a new connection, with If-Range.
     @Test func aReloadInTheMiddleOfADownloadIsResumed() async throws {
-        let root = try await makeRoot("h2-reload", mebibytes: 32)
+        let root = try await makeHTTP2Root("h2-reload", mebibytes: 32)
         defer { try? FileManager.default.removeItem(at: root) }
         let origin = try await HTTP2Origin(
             root: root,
@@ -314,7 +303,7 @@ struct HTTP2PathTests {
     /// segmented download's ranges all arrive over HTTP/2, byte-identical, each connection
     /// it asked for a connection of its own.
     @Test func resumeAndSegmentsOverHTTP2() async throws {
-        let root = try await makeRoot("h2-resume", mebibytes: 8)
+        let root = try await makeHTTP2Root("h2-resume", mebibytes: 8)
         defer { try? FileManager.default.removeItem(at: root) }
         let origin = try await HTTP2Origin(
             root: root,
@@ -360,7 +349,7 @@ struct HTTP2PathTests {
     /// Credentials and redirects follow HTTP/1.1's rules over HTTP/2: `-u` goes with a
     /// redirect on the same origin and is dropped on the way to another, as curl does.
     @Test func credentialsAndRedirectsFollowHTTP11sRules() async throws {
-        let root = try await makeRoot("h2-auth")
+        let root = try await makeHTTP2Root("h2-auth")
         defer { try? FileManager.default.removeItem(at: root) }
         let other = try await HTTP2Origin(root: root)
         defer { other.stop() }

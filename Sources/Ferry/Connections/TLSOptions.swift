@@ -69,6 +69,13 @@ public struct TLSOptions: Sendable, Equatable {
     /// that speaks it multiplexes the session's requests over one connection. On by default,
     /// as curl and URLSession do.
     ///
+    /// Requests without a body that are not decoded go over connections Ferry keeps itself,
+    /// several to one origin when its server allows fewer streams at once
+    /// (`SETTINGS_MAX_CONCURRENT_STREAMS`) than the requests waiting, within
+    /// ``SessionConfiguration/httpMaximumConnectionsPerHost``; the others over
+    /// AsyncHTTPClient's. An origin that answers ALPN with `http/1.1` costs one handshake
+    /// more, once per session.
+    ///
     /// Off, every `https` connection speaks HTTP/1.1 (curl's `--http1.1`): to compare, or to
     /// get past a server whose HTTP/2 is broken. Plain `http` is HTTP/1.1 either way: Ferry
     /// does not speak HTTP/2 without TLS (`h2c`). Connections Ferry verifies itself (public-key

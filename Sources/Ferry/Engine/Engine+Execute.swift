@@ -54,6 +54,11 @@ extension Engine {
         // route (a bridged request's connection is to the bridge's socket).
         let origin = Origin(request.url)
         let routeOrigin = route.bridged ? Origin(route.url) : origin
+        if !route.bridged,
+            let exchange = try await executeOverHTTP2(request, headers: headers, origin: origin, onActivity: onActivity)
+        {
+            return exchange
+        }
         do {
             let client = client(
                 for: request.url,
@@ -101,6 +106,43 @@ extension Engine {
             if route.bridged, let failure = bridge?.failure(for: origin) { throw failure }
             throw error
         }
+    }
+
+    /// Sends `request` over one of Ferry's own HTTP/2 connections (``HTTP2Pool``) when it
+    /// is one they carry: no body, `https`, not through a proxy, not decoded. `nil` when it
+    /// is not, or when its origin chose HTTP/1.1: AsyncHTTPClient carries it then.
+    ///
+    /// A request the connection could not send (it was going away or closing first) goes
+    /// again on another, twice at most: nothing of it reached the server.
+    private func executeOverHTTP2(
+        _ request: Outgoing,
+        headers: HTTPHeaders,
+        origin: Origin,
+        onActivity: @escaping @Sendable () -> Void
+    ) async throws -> Exchange? {
+        guard let http2, request.body == nil, origin.scheme == "https",
+            configuration.proxy?.applies(to: request.url) != true,
+            !(request.decompressing && configuration.automaticDecompression)
+        else { return nil }
+        let block = HTTP2Connection.headerBlock(method: request.method, url: request.url, fields: headers)
+        for attempt in 1...3 {
+            let loop = eventLoop(for: origin)
+            guard let connection = try await http2.connection(for: request.url, slot: request.connection, on: loop)
+            else { return nil }
+            let stream = ResponseStream(readAhead: readAhead(for: origin), onActivity: onActivity)
+            let record = connection.start(block, into: stream)
+            do {
+                let head = try await stream.head()
+                noteVersion(head.version, of: origin)
+                return Exchange(head: head, body: ResponseBody(stream), stream: stream, connection: record)
+            } catch is HTTP2Connection.NotStarted where attempt < 3 {
+                stream.abandon()
+            } catch {
+                stream.abandon()
+                throw error
+            }
+        }
+        return nil
     }
 
     /// The `Proxy-Authorization` value for the proxy's `CONNECT`s from now on (after the

@@ -53,6 +53,10 @@ final class Engine: Sendable {
     /// ``client(for:decompressing:bridged:connection:)``).
     private let segmentClients = Mutex<[SegmentClient: HTTPClient]>([:])
 
+    /// Ferry's own HTTP/2 connections, for the requests ``execute(_:onActivity:)`` sends
+    /// over them; `nil` when the session does not offer HTTP/2.
+    let http2: HTTP2Pool?
+
     struct SegmentClient: Hashable {
         var kind: ClientKind
         var connection: Int
@@ -106,6 +110,14 @@ final class Engine: Sendable {
         self.clients = clients
         self.direct = direct
         limiter = HostLimiter(limit: configuration.httpMaximumConnectionsPerHost)
+        http2 =
+            configuration.tls.offersHTTP2
+            ? HTTP2Pool(
+                tls: tls,
+                maximumConnections: configuration.httpMaximumConnectionsPerHost,
+                connectTimeout: Self.connectTimeout(configuration),
+                idleTimeout: .milliseconds(Int64(configuration.connectionIdleTimeout * 1000))
+            ) : nil
         rateLimiter = configuration.maximumBytesPerSecond.map { RateLimiter(bytesPerSecond: $0) }
         watchdog = Watchdog(
             idle: configuration.timeoutIntervalForRequest,
@@ -265,6 +277,7 @@ final class Engine: Sendable {
         // The shutdown's own callbacks keep the client alive until its pool has closed.
         for client in clients.values { client.shutdown { _ in } }
         for client in segmentClients.withLock({ $0.values }) { client.shutdown { _ in } }
+        http2?.shutdown()
         if let bridge { Task { await bridge.shutdown() } }
         if let made = streamBridge.withLock({ $0 }) { Task { await made.shutdown() } }
     }
@@ -272,6 +285,7 @@ final class Engine: Sendable {
     func shutdown() async {
         for client in clients.values { try? await client.shutdown() }
         for client in segmentClients.withLock({ Array($0.values) }) { try? await client.shutdown() }
+        http2?.shutdown()
         await bridge?.shutdown()
         await streamBridge.withLock { $0 }?.shutdown()
     }

@@ -40,7 +40,11 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
     static let wakeDelay = TimeAmount.milliseconds(5)
 
     private struct State: Sendable {
-        var task: HTTPClient.Task<Void>?
+        /// Stops the request on its connection: AsyncHTTPClient's task, or an HTTP/2 stream
+        /// of Ferry's own (see ``HTTP2Pool``).
+        var stop: (@Sendable () -> Void)?
+        /// An early answer ended the stream before ``stop`` was attached: stop on attaching.
+        var stopWanted = false
         var head: HTTPResponseHead?
         var headWaiter: CheckedContinuation<HTTPResponseHead, any Error>?
         var parts = CircularBuffer<ByteBuffer>()
@@ -93,11 +97,17 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
         let preference: HTTPClient.EventLoopPreference =
             pinned ? .delegateAndChannel(on: eventLoop) : .delegate(on: eventLoop)
         let task = client.execute(request: request, delegate: self, eventLoop: preference, deadline: nil)
-        let cancel = state.withLock { state -> Bool in
-            state.task = task
-            return state.abandoned && state.end == nil
+        attach { task.cancel() }
+    }
+
+    /// Gives the stream the way to stop its request (once it is on a connection); called at
+    /// once when the stream was abandoned before.
+    func attach(stop: @escaping @Sendable () -> Void) {
+        let stopNow = state.withLock { state -> Bool in
+            state.stop = stop
+            return (state.abandoned && state.end == nil) || state.stopWanted
         }
-        if cancel { task.cancel() }
+        if stopNow { stop() }
     }
 
     /// Waits for the response head.
@@ -148,7 +158,7 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
     /// Done with this response: closes its connection unless the response is complete, and
     /// fails whoever still waits.
     func abandon() {
-        let (task, headWaiter, bodyWaiter, demand) = state.withLock { state in
+        let (stop, headWaiter, bodyWaiter, demand) = state.withLock { state in
             let cancel = !state.abandoned && state.end == nil
             state.abandoned = true
             let (_, demand) = state.takeParts()
@@ -156,12 +166,12 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
                 state.headWaiter = nil
                 state.bodyWaiter = nil
             }
-            return (cancel ? state.task : nil, state.headWaiter, state.bodyWaiter, demand)
+            return (cancel ? state.stop : nil, state.headWaiter, state.bodyWaiter, demand)
         }
         demand?.succeed()
         headWaiter?.resume(throwing: CancellationError())
         bodyWaiter?.resume(throwing: CancellationError())
-        task?.cancel()
+        stop?()
         pump.stop()
     }
 
@@ -170,17 +180,41 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
 
     // MARK: HTTPClientResponseDelegate (on the event loop)
 
-    func didSendRequest(task: HTTPClient.Task<Void>) {
+    func didSendRequest(task: HTTPClient.Task<Void>) { requestSent() }
+
+    func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+        received(head)
+        return task.eventLoop.makeSucceededVoidFuture()
+    }
+
+    func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+        received(buffer, on: task.eventLoop) ?? task.eventLoop.makeSucceededVoidFuture()
+    }
+
+    func didFinishRequest(task: HTTPClient.Task<Void>) throws {
+        finish(.success(()))
+    }
+
+    func didReceiveError(task: HTTPClient.Task<Void>, _ error: any Error) {
+        finish(.failure(error))
+    }
+
+    // MARK: The feeding side (on the connection's event loop)
+
+    /// The request's last byte was written.
+    func requestSent() {
         let now = Date()
         state.withLock { $0.requestSentAt = now }
     }
 
+    /// The final response head arrived.
+    ///
     /// An answer of 300 or more to a request with a body makes AsyncHTTPClient stop the body
     /// and close the connection; in a race with the body's end (seen with a 308 to a small
     /// file upload) its delegate API then never reports the response's end. Such an answer
     /// with a known length is therefore complete here once its body has arrived: the stream
-    /// ends and the client's task is cancelled, closing the connection it would close anyway.
-    func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+    /// ends and the request is stopped, closing the connection it would close anyway.
+    func received(_ head: HTTPResponseHead) {
         onActivity()
         let (waiter, complete) = state.withLock { state in
             state.head = head
@@ -194,19 +228,24 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
             return (state.headWaiter, state.earlyAnswerRemaining == 0)
         }
         waiter?.resume(returning: head)
-        if complete { completeEarlyAnswer(task) }
-        return task.eventLoop.makeSucceededVoidFuture()
+        if complete { completeEarlyAnswer() }
     }
 
-    /// The early answer's body has arrived whole: end the stream, and stop the client's task.
-    private func completeEarlyAnswer(_ task: HTTPClient.Task<Void>) {
+    /// The early answer's body has arrived whole: end the stream, and stop the request.
+    private func completeEarlyAnswer() {
         finish(.success(()))
-        task.cancel()
+        state.withLock { state in
+            if state.stop == nil { state.stopWanted = true }
+            return state.stop
+        }?()
     }
 
-    func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+    /// A part of the body arrived on `eventLoop`.
+    ///
+    /// - Returns: `nil` while the loop may read on; else a future it waits for before it
+    ///   reads more, succeeded once the task has taken what is buffered (or gave up).
+    func received(_ buffer: ByteBuffer, on eventLoop: any EventLoop) -> EventLoopFuture<Void>? {
         onActivity()
-        let eventLoop = task.eventLoop
         let (wake, wait) = state.withLock {
             state -> (
                 (CheckedContinuation<CircularBuffer<ByteBuffer>, any Error>, CircularBuffer<ByteBuffer>)?,
@@ -234,8 +273,8 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
             return (nil, promise.futureResult)
         }
         if let (waiter, parts) = wake { waiter.resume(returning: parts) }
-        if state.withLock({ ($0.earlyAnswerRemaining ?? 1) <= 0 && $0.end == nil }) { completeEarlyAnswer(task) }
-        return wait ?? eventLoop.makeSucceededVoidFuture()
+        if state.withLock({ ($0.earlyAnswerRemaining ?? 1) <= 0 && $0.end == nil }) { completeEarlyAnswer() }
+        return wait
     }
 
     /// The wake timer fired: hand a waiting task whatever is buffered.
@@ -250,16 +289,8 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
         if let (waiter, parts) = wake { waiter.resume(returning: parts) }
     }
 
-    func didFinishRequest(task: HTTPClient.Task<Void>) throws {
-        finish(.success(()))
-    }
-
-    func didReceiveError(task: HTTPClient.Task<Void>, _ error: any Error) {
-        finish(.failure(error))
-    }
-
     /// The response ended: a waiting task gets the rest (bytes before an error come first).
-    private func finish(_ end: Result<Void, any Error>) {
+    func finish(_ end: Result<Void, any Error>) {
         pump.stop()
         let (headWaiter, bodyWaiter, demand) = state.withLock { state in
             if state.end == nil { state.end = end }

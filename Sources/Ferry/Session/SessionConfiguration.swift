@@ -231,7 +231,8 @@ public struct SessionConfiguration: Sendable {
     /// (``TransactionMetrics/isReusedConnection``). AsyncHTTPClient reports none of this,
     /// so the session's requests then go over connections Ferry makes itself (the same
     /// relay as public-key pins: one more hop inside the process, a few percent of CPU).
-    /// Off: those fields are `nil`.
+    /// Off: those fields are `nil`, except for requests over the HTTP/2 connections Ferry
+    /// keeps itself (see ``TLSOptions/offersHTTP2``), which know them anyway.
     public var collectsConnectionMetrics = false
 
     /// For background configurations: how to reach the daemon.

@@ -1,0 +1,263 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+import NIOTLS
+import Synchronization
+
+/// Ferry's own HTTP/2 connections of one session, by origin: opened with ALPN offering
+/// `h2` and `http/1.1`, several per origin when the streams a server allows are fewer than
+/// the requests waiting (AsyncHTTPClient opens one, whatever `SETTINGS_MAX_CONCURRENT_STREAMS`
+/// says), one of its own for each further connection of a segmented download.
+///
+/// It carries the requests AsyncHTTPClient's HTTP/2 path was slowest at: those without a
+/// body, to an `https` origin, not through a proxy or the TLS bridge, not decoded (see
+/// ``Engine/execute(_:onActivity:)``). An origin that chooses `http/1.1` in ALPN is
+/// remembered, and its requests go through AsyncHTTPClient: the one connection that found
+/// out is closed, once per session.
+///
+/// The decisions are ``State``'s; this class performs them: it opens connections (TLS with
+/// the session's trust and identity, a host's pin where it has one), wakes the requests that
+/// waited for one, and hears from each connection's ``HTTP2Router`` when streams end,
+/// limits change, and connections go away. Thread-safe: the state sits behind one lock.
+final class HTTP2Pool: Sendable {
+    /// The origin answered ALPN with `http/1.1` (or nothing).
+    private struct ChoseHTTP1: Error {}
+
+    private struct Locked {
+        var state: State
+        var waiting: [Int: [CheckedContinuation<Void, Never>]] = [:]
+        var live: [Int: HTTP2Connection] = [:]
+        /// TLS contexts by pinned host ("" for the session's own), made once: loading the
+        /// trust roots costs milliseconds.
+        var contexts: [String: NIOSSLContext] = [:]
+    }
+
+    private let locked: Mutex<Locked>
+    private let tls: ResolvedTLS
+    private let connectTimeout: TimeAmount
+    private let idleTimeout: TimeAmount
+
+    init(tls: ResolvedTLS, maximumConnections: Int, connectTimeout: TimeAmount, idleTimeout: TimeAmount) {
+        self.tls = tls
+        self.connectTimeout = connectTimeout
+        self.idleTimeout = idleTimeout
+        locked = Mutex(Locked(state: State(maximumConnections: maximumConnections)))
+    }
+
+    /// A connection to `url`'s origin with a stream counted for the caller, opened on
+    /// `eventLoop` if a new one is needed; `nil` when the origin speaks HTTP/1.1 only.
+    ///
+    /// - Parameter slot: which of a segmented download's connections (0 for any other
+    ///   request): each slot above 0 has a connection of its own.
+    /// - Throws: why the connection could not be opened (refused, timed out, TLS).
+    func connection(for url: URL, slot: Int, on eventLoop: any EventLoop) async throws -> HTTP2Connection? {
+        let key = State.Key(origin: Origin(url), slot: slot)
+        while true {
+            let (action, connection) = locked.withLock { locked in
+                let action = locked.state.lease(key)
+                if case .use(let number) = action { return (action, locked.live[number]) }
+                return (action, nil)
+            }
+            switch action {
+            case .http1:
+                return nil
+            case .use(let number):
+                guard let connection else {
+                    // Closed between the state's count and here: give the stream back.
+                    released(number)
+                    continue
+                }
+                return connection
+            case .wait(let number):
+                await withCheckedContinuation { continuation in
+                    let waits = locked.withLock { locked in
+                        guard locked.state.openings[number] != nil else { return false }
+                        locked.waiting[number, default: []].append(continuation)
+                        return true
+                    }
+                    if !waits { continuation.resume() }
+                }
+            case .connect(let number):
+                do {
+                    let (connection, limit) = try await open(number, to: url, on: eventLoop)
+                    settle(number) { state, live in
+                        state.opened(number, limit: limit)
+                        live[number] = connection
+                    }
+                } catch is ChoseHTTP1 {
+                    settle(number) { state, _ in state.negotiatedHTTP1(number) }
+                    return nil
+                } catch {
+                    settle(number) { state, _ in state.failed(number) }
+                    throw error
+                }
+            }
+        }
+    }
+
+    /// Ends opening `number` in the state, and wakes those who waited for it.
+    private func settle(_ number: Int, _ change: (inout State, inout [Int: HTTP2Connection]) -> Void) {
+        let waiters = locked.withLock { locked in
+            change(&locked.state, &locked.live)
+            return locked.waiting.removeValue(forKey: number) ?? []
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    // MARK: From the routers
+
+    func released(_ number: Int) { locked.withLock { $0.state.released(number) } }
+    func limitChanged(_ number: Int, to limit: Int) { locked.withLock { $0.state.limitChanged(number, to: limit) } }
+    func goingAway(_ number: Int) { locked.withLock { $0.state.goingAway(number) } }
+
+    func closed(_ number: Int) {
+        locked.withLock { locked in
+            locked.state.closed(number)
+            locked.live.removeValue(forKey: number)
+        }
+    }
+
+    /// Closes every connection (the session is done with them).
+    func shutdown() {
+        for connection in locked.withLock({ Array($0.live.values) }) { connection.close() }
+    }
+
+    // MARK: Opening
+
+    /// Opens connection `number`: TCP, TLS with ALPN, the HTTP/2 preface both ways.
+    ///
+    /// - Returns: the connection and the streams its server allows at once.
+    /// - Throws: ``ChoseHTTP1`` when the server chose HTTP/1.1; why it failed otherwise,
+    ///   within the connect timeout (which covers the handshake and the server's `SETTINGS`).
+    private func open(_ number: Int, to url: URL, on eventLoop: any EventLoop) async throws -> (HTTP2Connection, Int) {
+        let host = url.host ?? ""
+        let port = Origin(url).port
+        let context = try sslContext(forHost: host)
+        let negotiated = eventLoop.makePromise(of: String?.self)
+        let ready = eventLoop.makePromise(of: Int.self)
+        let start = Date()
+        let idleTimeout = self.idleTimeout
+        let bootstrap = ClientBootstrap(group: eventLoop)
+            .connectTimeout(connectTimeout)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let tls = try NIOSSLClientHandler(context: context, serverHostname: host.isIPAddress ? nil : host)
+                    // The HTTP/2 handlers go in as the handshake ends, before the server's
+                    // first frames (sent with its last handshake bytes) pass by.
+                    let waiter = ALPNWaiter(negotiated) { pipeline in
+                        try pipeline.addHandlers(
+                            NIOHTTP2Handler(mode: .client, initialSettings: HTTP2Router.settings),
+                            HTTP2Router(pool: self, number: number, idleTimeout: idleTimeout, ready: ready)
+                        )
+                    }
+                    try channel.pipeline.syncOperations.addHandlers(tls, waiter)
+                }
+            }
+        let channel: any Channel
+        do {
+            channel = try await bootstrap.connect(host: host, port: port).get()
+        } catch {
+            negotiated.fail(error)
+            ready.fail(error)
+            throw error
+        }
+        let connected = Date()
+        let timeout = channel.eventLoop.scheduleTask(in: connectTimeout) { channel.close(promise: nil) }
+        defer { timeout.cancel() }
+        // Without a router (HTTP/1.1 chosen, the handshake failed) nobody else ends `ready`.
+        negotiated.futureResult.whenComplete { result in
+            switch result {
+            case .success("h2"): break
+            case .success: ready.fail(ChoseHTTP1())
+            case .failure(let error): ready.fail(error)
+            }
+        }
+        let limit: Int
+        do {
+            limit = try await ready.futureResult.get()
+        } catch {
+            channel.close(promise: nil)
+            // Closed by the timeout before the handshake or the preface ended.
+            let waited = TimeAmount.nanoseconds(Int64(Date().timeIntervalSince(connected) * 1e9))
+            if error is HTTP2Connection.Closed, waited >= connectTimeout { throw HTTPClientError.connectTimeout }
+            throw error
+        }
+        let router = try await channel.eventLoop.submit {
+            NIOLoopBound(
+                try channel.pipeline.syncOperations.handler(type: HTTP2Router.self),
+                eventLoop: channel.eventLoop
+            )
+        }.get()
+        let record = ConnectionRecord(
+            connectStart: start,
+            connectEnd: connected,
+            secureConnectionStart: connected,
+            secureConnectionEnd: Date(),
+            remoteAddress: channel.remoteAddress?.ipAddress,
+            localAddress: channel.localAddress?.ipAddress,
+            reused: false
+        )
+        return (HTTP2Connection(number: number, channel: channel, router: router, record: record), limit)
+    }
+
+    private func sslContext(forHost host: String) throws -> NIOSSLContext {
+        let key = tls.pinned[host.lowercased()] == nil ? "" : host.lowercased()
+        if let made = locked.withLock({ $0.contexts[key] }) { return made }
+        var configuration = tls.configuration(forHost: host)
+        configuration.applicationProtocols = ["h2", "http/1.1"]
+        let context = try NIOSSLContext(configuration: configuration)
+        locked.withLock { $0.contexts[key] = context }
+        return context
+    }
+}
+
+/// Waits for the TLS handshake's end and passes on the protocol ALPN chose; then leaves the
+/// pipeline.
+private final class ALPNWaiter: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+
+    private var promise: EventLoopPromise<String?>?
+    /// Adds the HTTP/2 handlers, when ALPN chose `h2`.
+    private let http2: (ChannelPipeline.SynchronousOperations) throws -> Void
+
+    init(
+        _ promise: EventLoopPromise<String?>,
+        http2: @escaping (ChannelPipeline.SynchronousOperations) throws -> Void
+    ) {
+        self.promise = promise
+        self.http2 = http2
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case .handshakeCompleted(let chosen) = event as? TLSUserEvent {
+            if chosen == "h2" {
+                do {
+                    try http2(context.pipeline.syncOperations)
+                } catch {
+                    errorCaught(context: context, error: error)
+                    return
+                }
+            }
+            promise?.succeed(chosen)
+            promise = nil
+            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        promise?.fail(error)
+        promise = nil
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        promise?.fail(HTTP2Connection.Closed())
+        promise = nil
+        context.fireChannelInactive()
+    }
+}
