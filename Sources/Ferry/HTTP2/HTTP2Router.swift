@@ -78,7 +78,13 @@ final class HTTP2Router: ChannelInboundHandler {
 
     /// Sends `headers` as a new stream whose response goes into `sink`.
     func open(_ headers: HPACKHeaders, into sink: ResponseStream) {
-        guard let context, !goingAway, !closed, nextStreamID < Int32.max - 1 else {
+        // Client stream identifiers are odd and never reused (§5.1.1): when they run out, the
+        // connection takes no more requests.
+        if nextStreamID >= Int32.max - 1, !goingAway {
+            goingAway = true
+            pool.goingAway(number)
+        }
+        guard let context, !goingAway, !closed else {
             sink.finish(.failure(HTTP2Connection.NotStarted()))
             pool.released(number)
             return
