@@ -43,8 +43,6 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
         /// Stops the request on its connection: AsyncHTTPClient's task, or an HTTP/2 stream
         /// of Ferry's own (see ``HTTP2Pool``).
         var stop: (@Sendable () -> Void)?
-        /// An early answer ended the stream before ``stop`` was attached: stop on attaching.
-        var stopWanted = false
         var head: HTTPResponseHead?
         var headWaiter: CheckedContinuation<HTTPResponseHead, any Error>?
         var parts = CircularBuffer<ByteBuffer>()
@@ -62,6 +60,8 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
         /// Body bytes still to come of an answer of 300 or more to a request with a body:
         /// see ``ResponseStream/didReceiveHead(task:_:)``.
         var earlyAnswerRemaining: Int64?
+        /// Such an answer has arrived whole: its request is to be stopped.
+        var earlyAnswerComplete: Bool { (earlyAnswerRemaining ?? 1) <= 0 }
 
         /// Everything buffered, for the task; the event loop may read again.
         mutating func takeParts() -> (CircularBuffer<ByteBuffer>, EventLoopPromise<Void>?) {
@@ -101,11 +101,11 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
     }
 
     /// Gives the stream the way to stop its request (once it is on a connection); called at
-    /// once when the stream was abandoned before.
+    /// once when the stream was abandoned before, or an early answer completed it.
     func attach(stop: @escaping @Sendable () -> Void) {
         let stopNow = state.withLock { state -> Bool in
             state.stop = stop
-            return (state.abandoned && state.end == nil) || state.stopWanted
+            return (state.abandoned && state.end == nil) || state.earlyAnswerComplete
         }
         if stopNow { stop() }
     }
@@ -234,10 +234,8 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
     /// The early answer's body has arrived whole: end the stream, and stop the request.
     private func completeEarlyAnswer() {
         finish(.success(()))
-        state.withLock { state in
-            if state.stop == nil { state.stopWanted = true }
-            return state.stop
-        }?()
+        // Not attached yet: ``attach(stop:)`` stops it.
+        state.withLock { $0.stop }?()
     }
 
     /// A part of the body arrived on `eventLoop`.
@@ -273,7 +271,7 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
             return (nil, promise.futureResult)
         }
         if let (waiter, parts) = wake { waiter.resume(returning: parts) }
-        if state.withLock({ ($0.earlyAnswerRemaining ?? 1) <= 0 && $0.end == nil }) { completeEarlyAnswer() }
+        if state.withLock({ $0.earlyAnswerComplete && $0.end == nil }) { completeEarlyAnswer() }
         return wait
     }
 
