@@ -72,13 +72,6 @@ extension FerryError {
                 underlying: error
             )
         }
-        if error is HTTP2Connection.Closed {
-            return FerryError(
-                .network,
-                "The server closed the connection before the response was complete.",
-                underlying: error
-            )
-        }
         if error is HTTP2Connection.MalformedResponse || error is NIOHTTP2Errors.ContentLengthViolated {
             return FerryError(.badServerResponse, "The server's HTTP/2 response is not valid.", underlying: error)
         }

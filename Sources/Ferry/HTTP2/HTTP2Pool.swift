@@ -24,7 +24,7 @@ import Synchronization
 /// limits change, and connections go away. Thread-safe: the state sits behind one lock.
 final class HTTP2Pool: Sendable {
     /// The origin answered ALPN with `http/1.1` (or nothing).
-    private struct ChoseHTTP1: Error {}
+    fileprivate struct ChoseHTTP1: Error {}
 
     private struct Locked {
         var state: State
@@ -64,12 +64,9 @@ final class HTTP2Pool: Sendable {
             switch action {
             case .http1:
                 return nil
-            case .use(let number):
-                guard let connection else {
-                    // Closed between the state's count and here: give the stream back.
-                    released(number)
-                    continue
-                }
+            case .use:
+                // `live` and the state's connections change together, under the one lock.
+                guard let connection else { preconditionFailure("the state counts only live connections") }
                 return connection
             case .wait(let number):
                 await withCheckedContinuation { continuation in
@@ -136,8 +133,9 @@ final class HTTP2Pool: Sendable {
         let host = url.host ?? ""
         let port = Origin(url).port
         let context = try sslContext(forHost: host)
-        let negotiated = eventLoop.makePromise(of: String?.self)
-        let ready = eventLoop.makePromise(of: Int.self)
+        // Ended once: by the router at the server's first SETTINGS, or by the first failure
+        // (refused, the handshake, HTTP/1.1 chosen, closed, the timeout).
+        let ready = eventLoop.makePromise(of: HTTP2Router.Ready.self)
         let start = Date()
         let idleTimeout = self.idleTimeout
         let bootstrap = ClientBootstrap(group: eventLoop)
@@ -148,7 +146,7 @@ final class HTTP2Pool: Sendable {
                     let tls = try NIOSSLClientHandler(context: context, serverHostname: host.isIPAddress ? nil : host)
                     // The HTTP/2 handlers go in as the handshake ends, before the server's
                     // first frames (sent with its last handshake bytes) pass by.
-                    let waiter = ALPNWaiter(negotiated) { pipeline in
+                    let waiter = ALPNWaiter(ready) { pipeline in
                         try pipeline.addHandlers(
                             NIOHTTP2Handler(mode: .client, initialSettings: HTTP2Router.settings),
                             HTTP2Router(pool: self, number: number, idleTimeout: idleTimeout, ready: ready)
@@ -161,37 +159,23 @@ final class HTTP2Pool: Sendable {
         do {
             channel = try await bootstrap.connect(host: host, port: port).get()
         } catch {
-            negotiated.fail(error)
             ready.fail(error)
             throw error
         }
         let connected = Date()
-        let timeout = channel.eventLoop.scheduleTask(in: connectTimeout) { channel.close(promise: nil) }
-        defer { timeout.cancel() }
-        // Without a router (HTTP/1.1 chosen, the handshake failed) nobody else ends `ready`.
-        negotiated.futureResult.whenComplete { result in
-            switch result {
-            case .success("h2"): break
-            case .success: ready.fail(ChoseHTTP1())
-            case .failure(let error): ready.fail(error)
-            }
+        // The handshake and the server's preface within the connect timeout too.
+        let timeout = channel.eventLoop.scheduleTask(in: connectTimeout) {
+            ready.fail(HTTPClientError.connectTimeout)
+            channel.close(promise: nil)
         }
-        let limit: Int
+        defer { timeout.cancel() }
+        let (router, limit): (NIOLoopBound<HTTP2Router>, Int)
         do {
-            limit = try await ready.futureResult.get()
+            (router, limit) = try await ready.futureResult.get()
         } catch {
             channel.close(promise: nil)
-            // Closed by the timeout before the handshake or the preface ended.
-            let waited = TimeAmount.nanoseconds(Int64(Date().timeIntervalSince(connected) * 1e9))
-            if error is HTTP2Connection.Closed, waited >= connectTimeout { throw HTTPClientError.connectTimeout }
             throw error
         }
-        let router = try await channel.eventLoop.submit {
-            NIOLoopBound(
-                try channel.pipeline.syncOperations.handler(type: HTTP2Router.self),
-                eventLoop: channel.eventLoop
-            )
-        }.get()
         let record = ConnectionRecord(
             connectStart: start,
             connectEnd: connected,
@@ -215,20 +199,20 @@ final class HTTP2Pool: Sendable {
     }
 }
 
-/// Waits for the TLS handshake's end and passes on the protocol ALPN chose; then leaves the
-/// pipeline.
+/// Waits for the TLS handshake's end: adds the HTTP/2 handlers when ALPN chose `h2`, fails
+/// the connection's `ready` otherwise; then leaves the pipeline.
 private final class ALPNWaiter: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = NIOAny
 
-    private var promise: EventLoopPromise<String?>?
-    /// Adds the HTTP/2 handlers, when ALPN chose `h2`.
+    private let ready: EventLoopPromise<HTTP2Router.Ready>
+    /// Adds the HTTP/2 handlers, whose router ends `ready`.
     private let http2: (ChannelPipeline.SynchronousOperations) throws -> Void
 
     init(
-        _ promise: EventLoopPromise<String?>,
+        _ ready: EventLoopPromise<HTTP2Router.Ready>,
         http2: @escaping (ChannelPipeline.SynchronousOperations) throws -> Void
     ) {
-        self.promise = promise
+        self.ready = ready
         self.http2 = http2
     }
 
@@ -241,23 +225,21 @@ private final class ALPNWaiter: ChannelInboundHandler, RemovableChannelHandler {
                     errorCaught(context: context, error: error)
                     return
                 }
+            } else {
+                ready.fail(HTTP2Pool.ChoseHTTP1())
             }
-            promise?.succeed(chosen)
-            promise = nil
             context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
         }
         context.fireUserInboundEventTriggered(event)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        promise?.fail(error)
-        promise = nil
+        ready.fail(error)
         context.close(promise: nil)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        promise?.fail(HTTP2Connection.Closed())
-        promise = nil
+        ready.fail(HTTPClientError.remoteConnectionClosed)
         context.fireChannelInactive()
     }
 }

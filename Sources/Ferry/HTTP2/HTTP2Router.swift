@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import NIOCore
 import NIOHPACK
 import NIOHTTP1
@@ -54,10 +55,14 @@ final class HTTP2Router: ChannelInboundHandler {
     private var closed = false
     private var needsFlush = false
     private var idleTimer: Scheduled<Void>?
-    /// Fulfilled with the server's stream limit at its first `SETTINGS`.
-    private var ready: EventLoopPromise<Int>?
+    /// What the pool waits for while it opens the connection: the router, and the streams
+    /// the server allows at once.
+    typealias Ready = (router: NIOLoopBound<HTTP2Router>, limit: Int)
 
-    init(pool: HTTP2Pool, number: Int, idleTimeout: TimeAmount, ready: EventLoopPromise<Int>) {
+    /// Fulfilled at the server's first `SETTINGS`.
+    private var ready: EventLoopPromise<Ready>?
+
+    init(pool: HTTP2Pool, number: Int, idleTimeout: TimeAmount, ready: EventLoopPromise<Ready>) {
         self.pool = pool
         self.number = number
         self.idleTimeout = idleTimeout
@@ -162,12 +167,13 @@ final class HTTP2Router: ChannelInboundHandler {
                 end(stream, .failure(HTTP2Connection.NotStarted()))
             }
         case .settings(.settings(let settings)):
-            if let limit = settings.last(where: { $0.parameter == .maxConcurrentStreams }) {
-                pool.limitChanged(number, to: limit.value)
-            }
+            let limit = settings.last(where: { $0.parameter == .maxConcurrentStreams })?.value
             if let ready {
+                // The pool learns the first limit as the connection opens.
                 self.ready = nil
-                ready.succeed(settings.last(where: { $0.parameter == .maxConcurrentStreams })?.value ?? 100)
+                ready.succeed((NIOLoopBound(self, eventLoop: context.eventLoop), limit ?? 100))
+            } else if let limit {
+                pool.limitChanged(number, to: limit)
             }
         default:
             break
@@ -271,12 +277,12 @@ final class HTTP2Router: ChannelInboundHandler {
         // A connection error: the HTTP/2 handler sent GOAWAY; nothing more can go right here.
         // A close without TLS's close_notify (nginx's old worker after a reload) is a closed
         // connection, not a failed handshake.
-        failAll(error as? NIOSSLError == .uncleanShutdown ? HTTP2Connection.Closed() : error)
+        failAll(error as? NIOSSLError == .uncleanShutdown ? HTTPClientError.remoteConnectionClosed : error)
         context.close(promise: nil)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        failAll(HTTP2Connection.Closed())
+        failAll(HTTPClientError.remoteConnectionClosed)
         context.fireChannelInactive()
     }
 
@@ -297,10 +303,5 @@ extension HTTP2Connection {
     /// The server answered with a header block that is not a response (no `:status`).
     struct MalformedResponse: Error, CustomStringConvertible {
         var description: String { "The server's HTTP/2 response has no valid :status." }
-    }
-
-    /// The connection closed while a response was under way.
-    struct Closed: Error, CustomStringConvertible {
-        var description: String { "The server closed the HTTP/2 connection before the response was complete." }
     }
 }
