@@ -14,7 +14,7 @@ struct HTTP2PoolStateTests {
         #expect(state.lease(a) == .connect(opening: 1))
         // Its limit unknown, the opening is taken to hold every request waiting.
         for _ in 0..<10 { #expect(state.lease(a) == .wait(opening: 1)) }
-        state.opened(1, limit: 100)
+        _ = state.opened(1, limit: 100)
         #expect(state.openings.isEmpty)
         for _ in 0..<11 { #expect(state.lease(a) == .use(connection: 1)) }
         #expect(state.connections[1]?.streams == 11)
@@ -23,14 +23,14 @@ struct HTTP2PoolStateTests {
     @Test func streamsBeyondTheServersLimitOpenMoreConnections() {
         var state = State(maximumConnections: 32)
         #expect(state.lease(a) == .connect(opening: 1))
-        state.opened(1, limit: 8)
+        _ = state.opened(1, limit: 8)
         for _ in 0..<8 { #expect(state.lease(a) == .use(connection: 1)) }
         // Full: the next opens a second connection, and the seven after wait for it, as
         // the origin's connections allow eight streams each.
         #expect(state.lease(a) == .connect(opening: 2))
         for _ in 0..<7 { #expect(state.lease(a) == .wait(opening: 2)) }
         #expect(state.lease(a) == .connect(opening: 3))
-        state.opened(2, limit: 8)
+        _ = state.opened(2, limit: 8)
         for _ in 0..<8 { #expect(state.lease(a) == .use(connection: 2)) }
         #expect(state.connections[1]?.streams == 8 && state.connections[2]?.streams == 8)
     }
@@ -38,10 +38,10 @@ struct HTTP2PoolStateTests {
     @Test func theFewestStreamsInUseFirst() {
         var state = State(maximumConnections: 2)
         _ = state.lease(a)
-        state.opened(1, limit: 1)
+        _ = state.opened(1, limit: 1)
         #expect(state.lease(a) == .use(connection: 1))
         #expect(state.lease(a) == .connect(opening: 2))
-        state.opened(2, limit: 4)
+        _ = state.opened(2, limit: 4)
         #expect(state.lease(a) == .use(connection: 2))
         state.released(1)
         #expect(state.lease(a) == .use(connection: 1))
@@ -51,10 +51,10 @@ struct HTTP2PoolStateTests {
     @Test func atTheLimitRequestsShareTheLeastBusyConnection() {
         var state = State(maximumConnections: 2)
         _ = state.lease(a)
-        state.opened(1, limit: 1)
+        _ = state.opened(1, limit: 1)
         #expect(state.lease(a) == .use(connection: 1))
         #expect(state.lease(a) == .connect(opening: 2))
-        state.opened(2, limit: 1)
+        _ = state.opened(2, limit: 1)
         #expect(state.lease(a) == .use(connection: 2))
         // Both full, no third allowed: the handler queues the stream on the least busy.
         #expect(state.lease(a) == .use(connection: 1))
@@ -65,11 +65,11 @@ struct HTTP2PoolStateTests {
     @Test func atTheLimitWithAnOpeningUnderWayRequestsWaitForIt() {
         var state = State(maximumConnections: 1)
         #expect(state.lease(a) == .connect(opening: 1))
-        state.opened(1, limit: 1)
+        _ = state.opened(1, limit: 1)
         #expect(state.lease(a) == .use(connection: 1))
         state.goingAway(1)
         #expect(state.lease(a) == .connect(opening: 2))
-        state.opened(2, limit: 1)
+        _ = state.opened(2, limit: 1)
         #expect(state.lease(a) == .use(connection: 2))
         state.goingAway(2)
         state.closed(1)
@@ -82,11 +82,11 @@ struct HTTP2PoolStateTests {
         let slot1 = State.Key(origin: a.origin, slot: 1)
         let slot2 = State.Key(origin: a.origin, slot: 2)
         _ = state.lease(a)
-        state.opened(1, limit: 100)
+        _ = state.opened(1, limit: 100)
         #expect(state.lease(slot1) == .connect(opening: 2))
         #expect(state.lease(slot2) == .connect(opening: 3))
-        state.opened(2, limit: 100)
-        state.opened(3, limit: 100)
+        _ = state.opened(2, limit: 100)
+        _ = state.opened(3, limit: 100)
         #expect(state.lease(slot1) == .use(connection: 2))
         #expect(state.lease(slot2) == .use(connection: 3))
         #expect(state.lease(a) == .use(connection: 1))
@@ -95,7 +95,7 @@ struct HTTP2PoolStateTests {
     @Test func aConnectionGoingAwayTakesNoNewRequest() {
         var state = State(maximumConnections: 6)
         _ = state.lease(a)
-        state.opened(1, limit: 100)
+        _ = state.opened(1, limit: 100)
         #expect(state.lease(a) == .use(connection: 1))
         state.goingAway(1)
         #expect(state.lease(a) == .connect(opening: 2))
@@ -126,12 +126,31 @@ struct HTTP2PoolStateTests {
     @Test func aLimitOfZeroIsTakenAsOne() {
         var state = State(maximumConnections: 1)
         _ = state.lease(a)
-        state.opened(1, limit: 100)
+        _ = state.opened(1, limit: 100)
         #expect(state.lease(a) == .use(connection: 1))
         #expect(state.lease(a) == .use(connection: 1))
         state.limitChanged(1, to: 0)
         #expect(state.connections[1]?.limit == 1)
         // At the pool's limit, the stream is queued on the connection there is.
         #expect(state.lease(a) == .use(connection: 1))
+    }
+
+    /// The router can report a GOAWAY or a close before the pool has taken the connection
+    /// it is opening: such a connection never takes a request.
+    @Test func aConnectionThatWentAwayWhileOpeningIsNeverUsed() {
+        var state = State(maximumConnections: 6)
+        #expect(state.lease(a) == .connect(opening: 1))
+        #expect(state.lease(a) == .wait(opening: 1))
+        state.closed(1)
+        let tookClosed = state.opened(1, limit: 100)
+        #expect(!tookClosed)
+        #expect(state.connections[1] == nil)
+        #expect(state.lease(a) == .connect(opening: 2))
+
+        state.goingAway(2)
+        let tookGoingAway = state.opened(2, limit: 100)
+        #expect(tookGoingAway)
+        #expect(state.connections[2]?.usable == false)
+        #expect(state.lease(a) == .connect(opening: 3))
     }
 }

@@ -37,6 +37,8 @@ extension HTTP2Pool {
             var key: Key
             /// Requests waiting for this connection.
             var waiters = 1
+            /// Cleared by a `GOAWAY` that came before the pool knew it was open.
+            var usable = true
         }
 
         enum Action: Equatable, Sendable {
@@ -101,9 +103,13 @@ extension HTTP2Pool {
         }
 
         /// Opening `number` succeeded: its waiters ask again.
-        mutating func opened(_ number: Int, limit: Int) {
-            guard let opening = openings.removeValue(forKey: number) else { return }
-            connections[number] = Connection(key: opening.key, limit: max(1, limit))
+        ///
+        /// - Returns: whether the connection is the pool's; not when it closed already (its
+        ///   router can report that before the opening ends).
+        mutating func opened(_ number: Int, limit: Int) -> Bool {
+            guard let opening = openings.removeValue(forKey: number) else { return false }
+            connections[number] = Connection(key: opening.key, limit: max(1, limit), usable: opening.usable)
+            return true
         }
 
         /// Opening `number` failed (its waiters ask again, and open one themselves).
@@ -131,11 +137,13 @@ extension HTTP2Pool {
         /// Connection `number` takes no more requests (`GOAWAY`).
         mutating func goingAway(_ number: Int) {
             connections[number]?.usable = false
+            openings[number]?.usable = false
         }
 
-        /// Connection `number` is closed.
+        /// Connection `number` is closed (while opening too: it is never used then).
         mutating func closed(_ number: Int) {
             connections.removeValue(forKey: number)
+            openings.removeValue(forKey: number)
         }
     }
 }

@@ -81,8 +81,7 @@ final class HTTP2Pool: Sendable {
                 do {
                     let (connection, limit) = try await open(number, to: url, on: eventLoop)
                     settle(number) { state, live in
-                        state.opened(number, limit: limit)
-                        live[number] = connection
+                        if state.opened(number, limit: limit) { live[number] = connection }
                     }
                 } catch is ChoseHTTP1 {
                     settle(number) { state, _ in state.negotiatedHTTP1(number) }
