@@ -135,4 +135,36 @@ struct HTTP2ConnectionTests {
         } throws: { ($0 as? FerryError)?.reason == .secureConnectionFailed }
         #expect(try origin.logged().isEmpty, "nothing reached nginx")
     }
+
+    /// A server that accepts the connection and never answers the TLS handshake: the
+    /// request that opens the connection and the two that wait for that opening all come
+    /// back with `.timedOut` when the opening times out (the waiters fail with it, rather
+    /// than each opening again in turn: they took three timeouts in all before).
+    @Test func anOpeningThatNeverCompletesReleasesItsWaiters() async throws {
+        let listener = try SilentListener()
+        defer { listener.close() }
+        var configuration = SessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = 1
+        let session = try Session(configuration: configuration)
+        defer { session.invalidateAndCancel() }
+        let url = try #require(URL(string: "https://127.0.0.1:\(listener.port)/file.bin"))
+        let reasons = await finishing(within: 60) {
+            await withTaskGroup(of: FerryError.Reason?.self) { group in
+                for _ in 0..<3 {
+                    group.addTask {
+                        do {
+                            _ = try await session.data(from: url)
+                            return nil
+                        } catch {
+                            return (error as? FerryError)?.reason
+                        }
+                    }
+                }
+                var reasons: [FerryError.Reason?] = []
+                for await reason in group { reasons.append(reason) }
+                return reasons
+            }
+        }
+        #expect(reasons == [.timedOut(.idle), .timedOut(.idle), .timedOut(.idle)], "\(String(describing: reasons))")
+    }
 }

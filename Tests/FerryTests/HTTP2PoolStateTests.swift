@@ -105,7 +105,7 @@ struct HTTP2PoolStateTests {
         #expect(state.connections[1] == nil)
     }
 
-    @Test func aFailedOpeningLetsItsWaitersOpenAgain() {
+    @Test func aFailedOpeningLetsTheNextRequestOpenAgain() {
         var state = State(maximumConnections: 6)
         #expect(state.lease(a) == .connect(opening: 1))
         #expect(state.lease(a) == .wait(opening: 1))

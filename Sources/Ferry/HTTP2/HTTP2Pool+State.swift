@@ -44,7 +44,7 @@ extension HTTP2Pool {
         enum Action: Equatable, Sendable {
             /// Use this connection: a stream on it is counted for the request.
             case use(connection: Int)
-            /// Wait for this connection to open, then ask again.
+            /// Wait for this connection to open, then ask again (or fail as it failed).
             case wait(opening: Int)
             /// Open a connection (it has this number), then ask again.
             case connect(opening: Int)
@@ -112,7 +112,7 @@ extension HTTP2Pool {
             return true
         }
 
-        /// Opening `number` failed (its waiters ask again, and open one themselves).
+        /// Opening `number` failed (its waiters fail with it; later requests open anew).
         mutating func failed(_ number: Int) {
             openings.removeValue(forKey: number)
         }

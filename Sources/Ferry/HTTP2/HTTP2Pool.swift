@@ -28,7 +28,7 @@ final class HTTP2Pool: Sendable {
 
     private struct Locked {
         var state: State
-        var waiting: [Int: [CheckedContinuation<Void, Never>]] = [:]
+        var waiting: [Int: [CheckedContinuation<Void, any Error>]] = [:]
         var live: [Int: HTTP2Connection] = [:]
         /// TLS contexts by pinned host ("" for the session's own), made once: loading the
         /// trust roots costs milliseconds.
@@ -69,7 +69,10 @@ final class HTTP2Pool: Sendable {
                 guard let connection else { preconditionFailure("the state counts only live connections") }
                 return connection
             case .wait(let number):
-                await withCheckedContinuation { continuation in
+                // A failed opening fails its waiters too: a connection that could not be
+                // made fails its requests at once, as AsyncHTTPClient's pool is set to do
+                // (``Engine``), rather than each trying again in turn.
+                try await withCheckedThrowingContinuation { continuation in
                     let waits = locked.withLock { locked in
                         guard locked.state.openings[number] != nil else { return false }
                         locked.waiting[number, default: []].append(continuation)
@@ -87,20 +90,27 @@ final class HTTP2Pool: Sendable {
                     settle(number) { state, _ in state.negotiatedHTTP1(number) }
                     return nil
                 } catch {
-                    settle(number) { state, _ in state.failed(number) }
+                    settle(number, failing: error) { state, _ in state.failed(number) }
                     throw error
                 }
             }
         }
     }
 
-    /// Ends opening `number` in the state, and wakes those who waited for it.
-    private func settle(_ number: Int, _ change: (inout State, inout [Int: HTTP2Connection]) -> Void) {
+    /// Ends opening `number` in the state, and wakes those who waited for it: to ask again,
+    /// or with the opening's `error`.
+    private func settle(
+        _ number: Int,
+        failing error: (any Error)? = nil,
+        _ change: (inout State, inout [Int: HTTP2Connection]) -> Void
+    ) {
         let waiters = locked.withLock { locked in
             change(&locked.state, &locked.live)
             return locked.waiting.removeValue(forKey: number) ?? []
         }
-        for waiter in waiters { waiter.resume() }
+        for waiter in waiters {
+            if let error { waiter.resume(throwing: error) } else { waiter.resume() }
+        }
     }
 
     // MARK: From the routers
