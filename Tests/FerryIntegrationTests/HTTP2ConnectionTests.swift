@@ -167,4 +167,34 @@ struct HTTP2ConnectionTests {
         }
         #expect(reasons == [.timedOut(.idle), .timedOut(.idle), .timedOut(.idle)], "\(String(describing: reasons))")
     }
+
+    /// A stream whose response head never comes (nginx waits on an upstream that accepts
+    /// and never answers): the request comes back at the session's idle timeout, and the
+    /// connection goes on serving the next request.
+    @Test func aStreamWithoutAnAnswerEndsAtTheIdleTimeout() async throws {
+        let listener = try SilentListener()
+        defer { listener.close() }
+        let root = try await makeHTTP2Root("h2-silent", mebibytes: 1)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let origin = try await HTTP2Origin(
+            root: root,
+            server: "location /silent/ { proxy_pass http://127.0.0.1:\(listener.port); proxy_read_timeout 300s; }"
+        )
+        defer { origin.stop() }
+        let session = try origin.session { $0.timeoutIntervalForRequest = 1 }
+        defer { session.invalidateAndCancel() }
+        let silent = try origin.url("/silent/x")
+        let reason = await finishing(within: 60) {
+            do {
+                _ = try await session.data(from: silent)
+                return FerryError.Reason?.none
+            } catch {
+                return (error as? FerryError)?.reason
+            }
+        }
+        #expect(reason == .timedOut(.idle), "\(String(describing: reason))")
+        let (data, response) = try await session.data(from: try origin.url("/file.bin"))
+        #expect(response.statusCode == 200 && response.httpVersion == "HTTP/2.0")
+        #expect(data == (try Data(contentsOf: root.appendingPathComponent("file.bin"))))
+    }
 }
