@@ -377,6 +377,42 @@ ratio = median_of(rows, "Ferry (library), 32 at a time", 0) / median_of(rows, "c
 targets.append(("1,000 × 64 KiB over HTTP/2, 8 streams allowed, 32 at a time", "≤ 1.0× curl --parallel",
                 f"{ratio:.2f}× curl, {max(connections['Ferry (library), 32 at a time'])} connection(s)", ratio <= 1.0))
 
+# 8c. The same, with each response paced at 512 KiB/s (nginx's limit_rate, per stream): a
+#     server that paces its responses, or one far away, where the time of each stream and
+#     not the CPU is the limit. On loopback without it, one connection is as fast as several
+#     (8b: the CPU is the limit), so only this shows what more connections buy: Ferry held
+#     to one HTTP/2 connection against Ferry as it is, and curl.
+os.environ["FERRY_BENCH_CA"] = cert
+h2p_port = second_nginx("h2p", f" ssl http2; ssl_certificate {cert}; ssl_certificate_key {key}; "
+                               "http2_max_concurrent_streams 8; limit_rate 512k")
+h2p_list, h2p_curl = os.path.join(work, "h2p-list"), os.path.join(work, "h2p-curl")
+with open(h2p_list, "w") as f:
+    f.write(open(h2_list).read().replace(f":{h2_port}/", f":{h2p_port}/"))
+with open(h2p_curl, "w") as f:
+    f.write(open(curl_config).read().replace(f":{h2_port}/", f":{h2p_port}/"))
+commands = {
+    "Ferry (library), 32 at a time": [bench["ferry"], "many", h2p_list, out, "32"],
+    "Ferry (library), 32 at a time, one connection": [bench["ferry"], "many", h2p_list, out, "32", "1"],
+    "curl --parallel --parallel-max 32": ["curl", "-s", "--http2", "--cacert", cert, "--parallel", "--parallel-max",
+                                          "32", "-K", h2p_curl],
+}
+rows, connections = fetch_many(commands, h2_expected)
+del os.environ["FERRY_BENCH_CA"]
+stop_nginx("h2p")
+table("8c. Many files over HTTP/2, 8 streams per connection, each response paced",
+      f"The same {many_count:,} files, 32 at a time, from an nginx with `http2_max_concurrent_streams 8` and "
+      f"`limit_rate 512k` (each response at 512 KiB/s). Connections used (from nginx's log): {used(connections)}.",
+      rows, "Ferry (library), 32 at a time")
+speedup = median_of(rows, "Ferry (library), 32 at a time, one connection", 0) / median_of(
+    rows, "Ferry (library), 32 at a time", 0)
+targets.append(("1,000 × 64 KiB over HTTP/2, 8 streams allowed, paced: more connections",
+                "≥ 2× faster than one connection",
+                f"{speedup:.2f}× faster ({max(connections['Ferry (library), 32 at a time'])} connections against "
+                f"{max(connections['Ferry (library), 32 at a time, one connection'])})", speedup >= 2.0))
+ratio = median_of(rows, "Ferry (library), 32 at a time", 0) / median_of(rows, "curl --parallel --parallel-max 32", 0)
+targets.append(("1,000 × 64 KiB over HTTP/2, 8 streams allowed, paced, 32 at a time", "≤ 1.0× curl --parallel",
+                f"{ratio:.2f}× curl", ratio <= 1.0))
+
 # 9. The 1 GiB file over HTTPS (TLS 1.3) from nginx, with HTTP/1.1 (`listen … ssl`) and with
 #    HTTP/2 (`listen … ssl http2`): ferry get vs curl --http1.1 / --http2, whole commands.
 tls13 = f"ssl_certificate {cert}; ssl_certificate_key {key}; ssl_protocols TLSv1.3"

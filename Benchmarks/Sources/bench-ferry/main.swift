@@ -3,11 +3,13 @@
 //
 //   bench-ferry download URL FILE          one download into FILE
 //   bench-ferry gets URL COUNT             COUNT sequential GETs, prints {"seconds": …}
-//   bench-ferry many LIST DIR CONNECTIONS  every URL of LIST into DIR, CONNECTIONS per host
+//   bench-ferry many LIST DIR CONNECTIONS [H2]
+//                                          every URL of LIST into DIR, CONNECTIONS per host
+//                                          (at most H2 of them HTTP/2 connections)
 //   bench-ferry bytes URL                  streams the body through bytes(for:), prints
 //                                          "COUNT SHA256" (the tests' bounded-memory check)
 import Crypto
-import Ferry
+@_spi(Benchmarks) import Ferry
 import Foundation
 
 @main
@@ -19,11 +21,19 @@ struct BenchFerry {
             case ("download", 3): try await download(arguments[1], to: arguments[2])
             case ("gets", 3): try await gets(arguments[1], count: Int(arguments[2]) ?? 0)
             case ("bytes", 2): try await bytes(arguments[1])
-            case ("many", 4):
-                try await many(list: arguments[1], into: arguments[2], connections: Int(arguments[3]) ?? 6)
+            case ("many", 4), ("many", 5):
+                try await many(
+                    list: arguments[1],
+                    into: arguments[2],
+                    connections: Int(arguments[3]) ?? 6,
+                    http2Connections: arguments.count == 5 ? Int(arguments[4]) : nil
+                )
             default:
                 FileHandle.standardError.write(
-                    Data("usage: bench-ferry download URL FILE | gets URL COUNT | many LIST DIR N | bytes URL\n".utf8)
+                    Data(
+                        "usage: bench-ferry download URL FILE | gets URL COUNT | many LIST DIR N [H2] | bytes URL\n"
+                            .utf8
+                    )
                 )
                 exit(64)
             }
@@ -72,9 +82,10 @@ struct BenchFerry {
         print("{\"seconds\": \(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)}")
     }
 
-    static func many(list: String, into directory: String, connections: Int) async throws {
+    static func many(list: String, into directory: String, connections: Int, http2Connections: Int?) async throws {
         var configuration = SessionConfiguration.ephemeral
         configuration.httpMaximumConnectionsPerHost = connections
+        configuration.http2MaximumConnectionsPerHost = http2Connections
         // HTTPS from a server with a certificate of the benchmark's own making.
         if let ca = ProcessInfo.processInfo.environment["FERRY_BENCH_CA"] {
             configuration.tls.trustRoots = .custom(pem: try String(contentsOfFile: ca, encoding: .utf8))

@@ -114,7 +114,8 @@ final class Engine: Sendable {
             configuration.tls.offersHTTP2
             ? HTTP2Pool(
                 tls: tls,
-                maximumConnections: configuration.httpMaximumConnectionsPerHost,
+                maximumConnections: configuration.http2MaximumConnectionsPerHost
+                    ?? configuration.httpMaximumConnectionsPerHost,
                 connectTimeout: Self.connectTimeout(configuration),
                 idleTimeout: .milliseconds(Int64(configuration.connectionIdleTimeout * 1000))
             ) : nil
