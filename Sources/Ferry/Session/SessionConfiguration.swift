@@ -46,7 +46,7 @@ public struct SessionConfiguration: Sendable {
     public var httpMaximumConnectionsPerHost: Int = 6
 
     /// Most HTTP/2 connections open at once to one origin, for the benchmarks' one-connection
-    /// row (`Benchmarks/bench.py`, scenario 8b). `nil`, the default, allows
+    /// row (`Benchmarks/bench.py`, scenario 8c). `nil`, the default, allows
     /// ``httpMaximumConnectionsPerHost``: another connection opens only when the streams the
     /// server allows on the open ones are all in use.
     @_spi(Benchmarks) public var http2MaximumConnectionsPerHost: Int?
