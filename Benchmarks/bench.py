@@ -353,14 +353,19 @@ targets.append(("1,000 × 64 KiB over HTTP/2, 6 at a time", "≤ 1.0× curl --pa
 # 8b. The same list, 32 at a time, from an nginx that allows 8 streams per HTTP/2 connection
 #     (http2_max_concurrent_streams 8): one connection serves 8 at a time; a client that opens
 #     more connections when streams are the limit serves more.
+def h2_variant(name, directives):
+    """Another HTTP/2 nginx serving scenario 8's files with more `directives`; returns the
+    URL list (bench-* clients) and the curl config for it, both pointing at it."""
+    variant_port = second_nginx(name, f" ssl http2; ssl_certificate {cert}; ssl_certificate_key {key}; {directives}")
+    paths = os.path.join(work, f"{name}-list"), os.path.join(work, f"{name}-curl")
+    for path, original in zip(paths, (h2_list, curl_config)):
+        with open(path, "w") as f:
+            f.write(open(original).read().replace(f":{h2_port}/", f":{variant_port}/"))
+    return paths
+
+
 os.environ["FERRY_BENCH_CA"] = cert
-h2s_port = second_nginx("h2s", f" ssl http2; ssl_certificate {cert}; ssl_certificate_key {key}; "
-                               "http2_max_concurrent_streams 8")
-h2s_list, h2s_curl = os.path.join(work, "h2s-list"), os.path.join(work, "h2s-curl")
-with open(h2s_list, "w") as f:
-    f.write(open(h2_list).read().replace(f":{h2_port}/", f":{h2s_port}/"))
-with open(h2s_curl, "w") as f:
-    f.write(open(curl_config).read().replace(f":{h2_port}/", f":{h2s_port}/"))
+h2s_list, h2s_curl = h2_variant("h2s", "http2_max_concurrent_streams 8")
 commands = {
     "Ferry (library), 32 at a time": [bench["ferry"], "many", h2s_list, out, "32"],
     "curl --parallel --parallel-max 32": ["curl", "-s", "--http2", "--cacert", cert, "--parallel", "--parallel-max",
@@ -383,13 +388,7 @@ targets.append(("1,000 × 64 KiB over HTTP/2, 8 streams allowed, 32 at a time", 
 #     (8b: the CPU is the limit), so only this shows what more connections buy: Ferry held
 #     to one HTTP/2 connection against Ferry as it is, and curl.
 os.environ["FERRY_BENCH_CA"] = cert
-h2p_port = second_nginx("h2p", f" ssl http2; ssl_certificate {cert}; ssl_certificate_key {key}; "
-                               "http2_max_concurrent_streams 8; limit_rate 512k")
-h2p_list, h2p_curl = os.path.join(work, "h2p-list"), os.path.join(work, "h2p-curl")
-with open(h2p_list, "w") as f:
-    f.write(open(h2_list).read().replace(f":{h2_port}/", f":{h2p_port}/"))
-with open(h2p_curl, "w") as f:
-    f.write(open(curl_config).read().replace(f":{h2_port}/", f":{h2p_port}/"))
+h2p_list, h2p_curl = h2_variant("h2p", "http2_max_concurrent_streams 8; limit_rate 512k")
 commands = {
     "Ferry (library), 32 at a time": [bench["ferry"], "many", h2p_list, out, "32"],
     "Ferry (library), 32 at a time, one connection": [bench["ferry"], "many", h2p_list, out, "32", "1"],
