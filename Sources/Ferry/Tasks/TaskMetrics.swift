@@ -29,8 +29,9 @@ public struct TaskMetrics: Sendable {
 /// The connection fields (``connectStartDate`` … ``isReusedConnection``) are filled when
 /// the session collects them (``SessionConfiguration/collectsConnectionMetrics``, or a host
 /// Ferry verifies itself) and for requests over the HTTP/2 connections Ferry keeps itself;
-/// AsyncHTTPClient does not report them, so otherwise they are `nil`. As in URLSession, a reused connection has no connection dates, and
-/// ``connectEndDate`` comes after the TLS handshake.
+/// AsyncHTTPClient does not report them, so otherwise they are `nil`. As in URLSession, a
+/// reused connection has no connection dates, and ``connectEndDate`` comes after the TLS
+/// handshake.
 public struct TransactionMetrics: Sendable {
     /// Why this request was sent. Later versions may add reasons: switch with an
     /// `@unknown default`.
