@@ -36,6 +36,11 @@ final class ServerProcess {
         throw CancellationError()
     }
 
+    /// What the server printed so far (standard output and error).
+    var output: String {
+        (try? String(contentsOf: directory.appendingPathComponent("server.log"), encoding: .utf8)) ?? ""
+    }
+
     func stop() {
         ProcessRunner.stop(pid)
         try? FileManager.default.removeItem(at: directory)

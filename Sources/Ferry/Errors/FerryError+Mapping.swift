@@ -75,6 +75,16 @@ extension FerryError {
         if error is HTTP2Connection.MalformedResponse || error is NIOHTTP2Errors.ContentLengthViolated {
             return FerryError(.badServerResponse, "The server's HTTP/2 response is not valid.", underlying: error)
         }
+        if error is NIOHTTP2Errors.FlowControlViolation {
+            return FerryError(
+                .badServerResponse,
+                "The server sent more than HTTP/2's flow control allowed (FLOW_CONTROL_ERROR).",
+                underlying: error
+            )
+        }
+        if error is NIOHTTP2Errors.UnableToParseFrame || error is NIOHTTP2Errors.ExcessiveEmptyDataFrames {
+            return FerryError(.badServerResponse, "The server's HTTP/2 frames are not valid.", underlying: error)
+        }
         if error is HTTPParserError {
             return FerryError(.badServerResponse, "The server's response is not valid HTTP.", underlying: error)
         }

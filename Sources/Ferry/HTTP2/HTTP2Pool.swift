@@ -156,9 +156,18 @@ final class HTTP2Pool: Sendable {
                     // The HTTP/2 handlers go in as the handshake ends, before the server's
                     // first frames (sent with its last handshake bytes) pass by.
                     let waiter = ALPNWaiter(ready) { pipeline in
+                        let router = HTTP2Router(pool: self, number: number, idleTimeout: idleTimeout, ready: ready)
+                        // The DATA of the connection's streams goes round the HTTP/2 handler
+                        // (HTTP2DataBypass), which therefore leaves the body's length to the
+                        // router.
                         try pipeline.addHandlers(
-                            NIOHTTP2Handler(mode: .client, initialSettings: HTTP2Router.settings),
-                            HTTP2Router(pool: self, number: number, idleTimeout: idleTimeout, ready: ready)
+                            HTTP2DataBypass(router: router),
+                            NIOHTTP2Handler(
+                                mode: .client,
+                                initialSettings: HTTP2Router.settings,
+                                contentLengthValidation: .disabled
+                            ),
+                            router
                         )
                     }
                     try channel.pipeline.syncOperations.addHandlers(tls, waiter)

@@ -6,17 +6,27 @@ import NIOHTTP2
 import NIOSSL
 
 /// The handler behind `NIOHTTP2Handler` on one of Ferry's HTTP/2 connections: it opens the
-/// connection's streams, hands each frame to its stream's ``ResponseStream``, and grants the
-/// server flow-control window as the streams' readers take the bytes.
+/// connection's streams, hands each response and its body to the stream's
+/// ``ResponseStream``, and grants the server flow-control window as the streams' readers
+/// take the bytes.
 ///
 /// Threading: everything runs on the connection's event loop; other threads reach it only
 /// through ``HTTP2Connection`` (which hops there) and the pool's callbacks.
+///
+/// Two ways in: `NIOHTTP2Handler` hands it every frame but the `DATA` of its streams, which
+/// ``HTTP2DataBypass`` (in front of `NIOHTTP2Handler`) hands it directly, without the
+/// handler's frame decoding (``HTTP2FrameSplitter``):
+/// ``dataFrame(_:flowControlled:padding:endStream:)``, ``payload(_:_:)``, ``endsStream(_:)``. So the router keeps what the handler kept for
+/// those frames: flow control and the body's announced length.
 ///
 /// Flow control (RFC 9113 §5.2, §6.9): each stream may have ``streamWindow`` bytes in
 /// flight, granted again once its reader took them (a ``ResponseStream`` that is full delays
 /// the grant, so a slow reader slows the server, not memory); the connection may have
 /// ``connectionWindow``, granted again as frames arrive, so one slow stream never stops the
-/// others. Updates go out when half a window is used, as nghttp2 does.
+/// others. Updates go out when half a window is used, as nghttp2 does, written below
+/// `NIOHTTP2Handler` (which never sees the bytes they grant again). A server that sends
+/// more than it was granted breaks the connection (or the stream) with
+/// `FLOW_CONTROL_ERROR`.
 final class HTTP2Router: ChannelInboundHandler {
     typealias InboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame
@@ -39,9 +49,15 @@ final class HTTP2Router: ChannelInboundHandler {
 
     private struct Stream {
         let sink: ResponseStream
+        /// A `HEAD` request's response has no body, whatever its `content-length`.
+        let isHead: Bool
         var answered = false
-        /// Bytes taken by the reader and not yet granted again.
-        var ungranted = 0
+        var window = HTTP2InboundWindow(size: HTTP2Router.streamWindow)
+        /// The body's length as `content-length` announced it, checked at its end (§8.1.1).
+        var announced: Int?
+        var received = 0
+        /// The frame with `END_STREAM` began: the stream is closed, no window is granted.
+        var lastFrame = false
     }
 
     private let pool: HTTP2Pool
@@ -50,7 +66,9 @@ final class HTTP2Router: ChannelInboundHandler {
     private var context: ChannelHandlerContext?
     private var streams: [HTTP2StreamID: Stream] = [:]
     private var nextStreamID: Int32 = 1
-    private var connectionUngranted = 0
+    private var connectionWindow = HTTP2InboundWindow(size: HTTP2Router.connectionWindow)
+    /// ``HTTP2DataBypass``'s context: what is written there goes out below `NIOHTTP2Handler`.
+    private var wire: ChannelHandlerContext?
     private var goingAway = false
     private var closed = false
     private var needsFlush = false
@@ -67,6 +85,16 @@ final class HTTP2Router: ChannelInboundHandler {
         self.number = number
         self.idleTimeout = idleTimeout
         self.ready = ready
+    }
+
+    /// Set by ``HTTP2DataBypass`` as it joins the pipeline.
+    func attach(wire: ChannelHandlerContext?) {
+        self.wire = wire
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+        wire = nil
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -96,7 +124,7 @@ final class HTTP2Router: ChannelInboundHandler {
         }
         let id = HTTP2StreamID(nextStreamID)
         nextStreamID += 2
-        streams[id] = Stream(sink: sink)
+        streams[id] = Stream(sink: sink, isHead: headers.first(name: ":method") == "HEAD")
         idleTimer?.cancel()
         idleTimer = nil
         let router = NIOLoopBound(self, eventLoop: context.eventLoop)
@@ -119,9 +147,20 @@ final class HTTP2Router: ChannelInboundHandler {
         context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.cancel))), promise: nil)
     }
 
-    /// Stream `id` is over: its reader learns how, the pool gets its slot back.
+    /// Ends stream `id` with `error` and tells the server so (`RST_STREAM` with `code`).
+    private func reset(_ id: HTTP2StreamID, _ code: HTTP2ErrorCode, _ error: any Error) {
+        end(id, .failure(error))
+        write(HTTP2Frame(streamID: id, payload: .rstStream(code)))
+    }
+
+    /// Stream `id` is over: its reader learns how, the pool gets its slot back. A body
+    /// shorter or longer than its `content-length` is a malformed response (§8.1.1).
     private func end(_ id: HTTP2StreamID, _ result: Result<Void, any Error>) {
         guard let stream = streams.removeValue(forKey: id) else { return }
+        var result = result
+        if case .success = result, let announced = stream.announced, stream.received != announced {
+            result = .failure(NIOHTTP2Errors.contentLengthViolated())
+        }
         stream.sink.finish(result)
         pool.released(number)
         if streams.isEmpty, !closed, let channel = context?.channel {
@@ -131,13 +170,25 @@ final class HTTP2Router: ChannelInboundHandler {
 
     /// `bytes` of stream `id` were taken by its reader (or never reached it).
     private func grant(_ id: HTTP2StreamID, _ bytes: Int) {
-        guard var stream = streams[id] else { return }
-        stream.ungranted += bytes
-        if stream.ungranted >= Self.streamWindow / 2 {
-            write(HTTP2Frame(streamID: id, payload: .windowUpdate(windowSizeIncrement: stream.ungranted)))
-            stream.ungranted = 0
-        }
+        // The last frame's window is never granted: the stream is closed (a WINDOW_UPDATE
+        // on it would be a stream error).
+        guard var stream = streams[id], !stream.lastFrame else { return }
+        if let increment = stream.window.taken(bytes) { writeWindowUpdate(id, increment) }
         streams[id] = stream
+    }
+
+    /// A `WINDOW_UPDATE` (§6.9), written below `NIOHTTP2Handler`: the handler never counted
+    /// the bytes it grants again, and would take the grant for a window grown too large.
+    private func writeWindowUpdate(_ id: HTTP2StreamID, _ increment: Int) {
+        guard let wire else { return }
+        var frame = wire.channel.allocator.buffer(capacity: 13)
+        // Length 4, type WINDOW_UPDATE (0x8), no flags, the stream, the increment.
+        frame.writeInteger(UInt32(4 << 8 | 0x8))
+        frame.writeInteger(UInt8(0))
+        frame.writeInteger(UInt32(Int32(id)))
+        frame.writeInteger(UInt32(increment))
+        wire.write(NIOAny(frame), promise: nil)
+        needsFlush = true
     }
 
     private func write(_ frame: HTTP2Frame) {
@@ -155,7 +206,10 @@ final class HTTP2Router: ChannelInboundHandler {
         case .headers(let headers):
             received(headers, on: id)
         case .data(let data):
-            received(data, on: id, context: context)
+            // The bypass takes every DATA frame of this connection's streams; what comes this
+            // way is the empty frame it passes on for END_STREAM, so that the handler closes
+            // the stream too.
+            if data.endStream { end(id, .success(())) }
         case .rstStream(let code):
             end(id, .failure(NIOHTTP2Errors.streamClosed(streamID: id, errorCode: code)))
         case .goAway(let lastStreamID, _, _):
@@ -193,6 +247,11 @@ final class HTTP2Router: ChannelInboundHandler {
             var fields = HTTPHeaders()
             fields.reserveCapacity(headers.headers.count)
             for (name, value, _) in headers.headers where !name.hasPrefix(":") { fields.add(name: name, value: value) }
+            guard let announced = Self.announcedLength(fields, status: status, isHead: stream.isHead) else {
+                reset(id, .protocolError, HTTP2Connection.MalformedResponse())
+                return
+            }
+            stream.announced = announced
             stream.answered = true
             streams[id] = stream
             stream.sink.received(HTTPResponseHead(version: .http2, status: .init(statusCode: status), headers: fields))
@@ -200,37 +259,96 @@ final class HTTP2Router: ChannelInboundHandler {
         if headers.endStream { end(id, .success(())) }
     }
 
-    private func received(_ data: HTTP2Frame.FramePayload.Data, on id: HTTP2StreamID, context: ChannelHandlerContext) {
-        // Flow control counts the padding too (§6.1).
-        let length = data.data.readableBytes + (data.paddingBytes.map { $0 + 1 } ?? 0)
-        // The stream first: a frame written now makes the HTTP/2 handler deliver the events
-        // it holds (this stream's close among them) before this frame has been handled.
-        defer {
-            connectionUngranted += length
-            if connectionUngranted >= Self.connectionWindow / 2 {
-                write(
-                    HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: connectionUngranted))
-                )
-                connectionUngranted = 0
-            }
+    /// The body's announced length: `nil` inside when there is none to check, `nil` when the
+    /// `content-length` fields are not one number (§8.1.1, RFC 9110 §8.6). `HEAD` and `304`
+    /// have none, whatever the field says.
+    private static func announcedLength(_ fields: HTTPHeaders, status: Int, isHead: Bool) -> Int?? {
+        if isHead || status == 304 { return .some(0) }
+        let values = fields[canonicalForm: "content-length"]
+        guard let first = values.first else { return .some(nil) }
+        guard values.allSatisfy({ $0 == first }), let length = Int(first), length >= 0 else { return nil }
+        return .some(length)
+    }
+
+    // MARK: DATA, from the bypass
+
+    /// Whether the `DATA` of stream `id` comes through the bypass: every stream this
+    /// connection opened (odd, below the next identifier, §5.1.1). `DATA` of any other goes
+    /// to `NIOHTTP2Handler`, which makes it the connection error it is.
+    func owns(_ id: HTTP2StreamID) -> Bool {
+        let number = Int32(id)
+        return number % 2 == 1 && number < nextStreamID
+    }
+
+    /// A `DATA` frame of stream `id` begins; its payload follows.
+    ///
+    /// - Returns: `false` when the connection is over (the server sent more than the
+    ///   connection's window): nothing more is to be read.
+    func dataFrame(_ id: HTTP2StreamID, flowControlled length: Int, padding: Int, endStream: Bool) -> Bool {
+        guard connectionWindow.received(length) else {
+            connectionError(.flowControlError, NIOHTTP2Errors.flowControlViolation())
+            return false
         }
-        guard let stream = streams[id] else { return }
-        let full: EventLoopFuture<Void>?
-        if case .byteBuffer(let buffer) = data.data, buffer.readableBytes > 0 {
-            full = stream.sink.received(buffer, on: context.eventLoop)
-        } else {
-            full = nil
+        // The connection's window opens again as frames arrive, so that one slow stream never
+        // stops the others; the stream's own window holds the server back.
+        if let increment = connectionWindow.taken(length) { writeWindowUpdate(.rootStream, increment) }
+        // A stream that ended meanwhile (cancelled, reset): its frames are counted and dropped.
+        guard var stream = streams[id] else { return true }
+        guard stream.answered else {
+            // DATA before the response's HEADERS (§8.1).
+            reset(id, .protocolError, HTTP2Connection.MalformedResponse())
+            return true
         }
-        // The last frame's window is never granted: the stream is closed (a WINDOW_UPDATE
-        // on it would be a stream error).
-        if data.endStream {
-            end(id, .success(()))
-        } else if let full {
+        guard stream.window.received(length) else {
+            reset(id, .flowControlError, NIOHTTP2Errors.flowControlViolation())
+            return true
+        }
+        stream.lastFrame = endStream
+        streams[id] = stream
+        // The padding never reaches the reader: its window is granted at once.
+        if padding > 0 { grant(id, padding) }
+        return true
+    }
+
+    /// Payload of the `DATA` frame of stream `id` that began last: to the stream's reader as
+    /// it is (a slice of what TLS decrypted), whose taking it grants the window again.
+    func payload(_ id: HTTP2StreamID, _ buffer: ByteBuffer) {
+        guard var stream = streams[id], let context else { return }
+        stream.received += buffer.readableBytes
+        if let announced = stream.announced, stream.received > announced {
+            reset(id, .protocolError, NIOHTTP2Errors.contentLengthViolated())
+            return
+        }
+        streams[id] = stream
+        let length = buffer.readableBytes
+        if let full = stream.sink.received(buffer, on: context.eventLoop) {
             let router = NIOLoopBound(self, eventLoop: context.eventLoop)
             full.whenSuccess { router.value.grantAndFlush(id, length) }
         } else {
             grant(id, length)
         }
+    }
+
+    /// The `DATA` frame of stream `id` that began last ended the stream.
+    ///
+    /// - Returns: whether `NIOHTTP2Handler` is to learn of it (an empty `DATA` frame with
+    ///   `END_STREAM`, which ends the stream here too): when the stream is still open here.
+    ///   One that ended already was reset, and the handler closed it then.
+    func endsStream(_ id: HTTP2StreamID) -> Bool {
+        streams[id] != nil
+    }
+
+    /// The server broke the connection's rules: `GOAWAY` with `code`, every stream fails
+    /// with `error`, the connection closes.
+    func connectionError(_ code: HTTP2ErrorCode, _ error: any Error) {
+        guard let context, !closed else { return }
+        let goAway = HTTP2Frame(
+            streamID: .rootStream,
+            payload: .goAway(lastStreamID: .rootStream, errorCode: code, opaqueData: nil)
+        )
+        context.writeAndFlush(wrapOutboundOut(goAway), promise: nil)
+        failAll(error)
+        context.close(promise: nil)
     }
 
     private func grantAndFlush(_ id: HTTP2StreamID, _ bytes: Int) {
@@ -241,7 +359,10 @@ final class HTTP2Router: ChannelInboundHandler {
     private func flushIfNeeded() {
         guard needsFlush, let context else { return }
         needsFlush = false
+        // Through the HTTP/2 handler for the frames written there (it flushes only when it
+        // wrote one), and from the wire for the window updates written below it.
         context.flush()
+        wire?.flush()
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {

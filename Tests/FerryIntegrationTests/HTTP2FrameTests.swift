@@ -1,0 +1,127 @@
+import Ferry
+import FerryTestServer
+import Foundation
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// hyper-h2 (PyPI's `h2`) serving over TLS the frames nginx never sends (Support/h2_frames.py).
+enum HyperH2 {
+    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("Support/h2_frames.py")
+    static var required: Bool { ProcessInfo.processInfo.environment["FERRY_REQUIRE_HYPER_H2"] == "1" }
+    static let isAvailable = pythonCanImport("h2.connection")
+    static var enabled: Bool { isAvailable || required }
+
+    /// The body every path sends: `size` bytes, byte `i` being `i % 251`.
+    static func body(_ size: Int) -> Data {
+        Data((0..<size).map { UInt8($0 % 251) })
+    }
+}
+
+/// The frames of a response that Ferry takes round `NIOHTTP2Handler` (HTTP2DataBypass):
+/// padded, empty, with trailers, with a wrong `content-length`, or past the window, from a
+/// server nobody here wrote.
+@Suite("HTTP/2 frames from hyper-h2 (PyPI)", .serialized, .enabled(if: HyperH2.enabled))
+struct HTTP2FrameTests {
+    /// Starts the server with a certificate from a CA of its own; `body` gets a session that
+    /// trusts it and the server's base URL.
+    func withServer(_ body: (Session, String, ServerProcess) async throws -> Void) async throws {
+        let directory = try makeTemporaryDirectory("h2-frames")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let ca = try TestPKI(name: "Ferry hyper-h2 CA \(UUID().uuidString.prefix(8))")
+        let identity = try ca.issueServerIdentity(for: ["127.0.0.1"])
+        let certificate = directory.appendingPathComponent("cert.pem")
+        let key = directory.appendingPathComponent("key.pem")
+        try identity.certificatePEM.write(to: certificate, atomically: true, encoding: .utf8)
+        try identity.privateKeyPEM.write(to: key, atomically: true, encoding: .utf8)
+        let server = try await ServerProcess(
+            "/usr/bin/env",
+            ["python3", HyperH2.script.path, "PORT", certificate.path, key.path]
+        )
+        defer { server.stop() }
+        let session = try makeSession { $0.tls.trustRoots = .custom(pem: ca.certificatePEM) }
+        defer { session.invalidateAndCancel() }
+        try await body(session, "https://127.0.0.1:\(server.port)", server)
+    }
+
+    /// Padded frames, empty frames between, trailers and no `content-length`: each body
+    /// whole and byte-identical, in memory and on disk.
+    @Test func everyShapeOfDATAGivesTheWholeBody() async throws {
+        try await withServer { session, base, _ in
+            let size = 3 << 20
+            let expected = HyperH2.body(size)
+            for path in ["/padded", "/empty-between", "/trailers", "/plain"] {
+                let (data, response) = try await session.data(from: try #require(URL(string: base + path)))
+                #expect(response.httpVersion == "HTTP/2.0", "\(path)")
+                #expect(response.statusCode == 200, "\(path)")
+                #expect(data.count == size, "\(path)")
+                #expect(data == expected, "\(path)")
+            }
+            let target = try makeTemporaryDirectory("h2-frames-out").appendingPathComponent("padded.bin")
+            defer { try? FileManager.default.removeItem(at: target.deletingLastPathComponent()) }
+            let url = try #require(URL(string: base + "/padded?size=5000000"))
+            _ = try await session.download(from: url, to: .file(target))
+            #expect(try Data(contentsOf: target) == HyperH2.body(5_000_000))
+        }
+    }
+
+    /// A body shorter or longer than its `content-length` is a malformed response (RFC 9113
+    /// §8.1.1): the call fails with `badServerResponse`, in bounded time, and the
+    /// connection serves the next request.
+    @Test func aBodyThatBreaksItsContentLengthFails() async throws {
+        try await withServer { session, base, _ in
+            for path in ["/short", "/long"] {
+                let url = try #require(URL(string: base + path))
+                do {
+                    let (data, _) = try await session.data(from: url)
+                    Issue.record("\(path) gave \(data.count) bytes")
+                } catch let error as FerryError {
+                    #expect(error.reason == .badServerResponse, "\(path): \(error)")
+                }
+            }
+            let (data, _) = try await session.data(from: try #require(URL(string: base + "/plain?size=1000")))
+            #expect(data == HyperH2.body(1000))
+        }
+    }
+
+    /// `HEAD` answered with the body's `content-length` and no body: the length is the
+    /// response's, not a short body.
+    @Test func aHeadResponseHasNoBodyWhateverItsLength() async throws {
+        try await withServer { session, base, _ in
+            var request = URLRequest(url: try #require(URL(string: base + "/padded")))
+            request.httpMethod = "HEAD"
+            let (data, response) = try await session.data(for: request)
+            #expect(data.isEmpty)
+            #expect(response.expectedContentLength == 3 << 20)
+        }
+    }
+
+    /// A server that sends past the stream's window, while its reader reads nothing, has
+    /// that stream reset with `FLOW_CONTROL_ERROR` (RFC 9113 §6.9.1): the reader gets what
+    /// was allowed, then `badServerResponse`; the connection's next request goes on.
+    @Test func aServerThatIgnoresTheWindowLosesTheStream() async throws {
+        try await withServer { session, base, server in
+            let (bytes, response) = try await session.bytes(from: try #require(URL(string: base + "/overflow")))
+            #expect(response.httpVersion == "HTTP/2.0")
+            // FLOW_CONTROL_ERROR is 0x3 (§7).
+            for _ in 0..<1_000 {
+                if server.output.contains("reset 1 3") { break }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            #expect(server.output.contains("reset 1 3"), "\(server.output)")
+            var received = 0
+            do {
+                for try await chunk in bytes.chunks { received += chunk.count }
+                Issue.record("the overflow ended cleanly after \(received) bytes")
+            } catch let error as FerryError {
+                #expect(error.reason == .badServerResponse, "\(error)")
+            }
+            #expect(received <= 2 << 20, "more than the window and the read-ahead")
+            let (data, _) = try await session.data(from: try #require(URL(string: base + "/padded?size=70000")))
+            #expect(data == HyperH2.body(70000))
+        }
+    }
+}
