@@ -24,6 +24,8 @@ final class HTTP2DataBypass: ChannelInboundHandler {
     /// Reads that arrived while one was being handled (a handler above reading again).
     private var waiting = CircularBuffer<ByteBuffer>()
     private var reading = false
+    /// The connection broke HTTP/2's rules: nothing more is read.
+    private var failed = false
 
     init(router: HTTP2Router) {
         self.router = router
@@ -38,6 +40,7 @@ final class HTTP2DataBypass: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !failed else { return }
         waiting.append(unwrapInboundIn(data))
         guard !reading else { return }
         reading = true
@@ -45,6 +48,7 @@ final class HTTP2DataBypass: ChannelInboundHandler {
         while var bytes = waiting.popFirst() {
             split(&bytes, context: context)
         }
+        router.readHandled()
     }
 
     private func split(_ bytes: inout ByteBuffer, context: ChannelHandlerContext) {
@@ -55,7 +59,7 @@ final class HTTP2DataBypass: ChannelInboundHandler {
                 context.fireChannelRead(wrapInboundOut(frames))
             case .dataFrame(let id, let length, let padding, let endStream):
                 if !router.dataFrame(id, flowControlled: length, padding: padding, endStream: endStream) {
-                    waiting.removeAll()
+                    stop()
                     return
                 }
             case .payload(let id, let payload):
@@ -67,10 +71,15 @@ final class HTTP2DataBypass: ChannelInboundHandler {
                     code == .enhanceYourCalm
                     ? NIOHTTP2Errors.excessiveEmptyDataFrames() : NIOHTTP2Errors.unableToParseFrame()
                 router.connectionError(code, error)
-                waiting.removeAll()
+                stop()
                 return
             }
         }
+    }
+
+    private func stop() {
+        failed = true
+        waiting.removeAll()
     }
 
     /// An empty `DATA` frame with `END_STREAM` on stream `id` (RFC 9113 §6.1).

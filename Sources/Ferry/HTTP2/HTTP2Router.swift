@@ -16,7 +16,8 @@ import NIOSSL
 /// Two ways in: `NIOHTTP2Handler` hands it every frame but the `DATA` of its streams, which
 /// ``HTTP2DataBypass`` (in front of `NIOHTTP2Handler`) hands it directly, without the
 /// handler's frame decoding (``HTTP2FrameSplitter``):
-/// ``dataFrame(_:flowControlled:padding:endStream:)``, ``payload(_:_:)``, ``endsStream(_:)``. So the router keeps what the handler kept for
+/// ``dataFrame(_:flowControlled:padding:endStream:)``, ``payload(_:_:)``, ``readHandled()``,
+/// ``endsStream(_:)``. So the router keeps what the handler kept for
 /// those frames: flow control and the body's announced length.
 ///
 /// Flow control (RFC 9113 §5.2, §6.9): each stream may have ``streamWindow`` bytes in
@@ -66,6 +67,8 @@ final class HTTP2Router: ChannelInboundHandler {
     private var context: ChannelHandlerContext?
     private var streams: [HTTP2StreamID: Stream] = [:]
     private var nextStreamID: Int32 = 1
+    /// Where the streams' payload is gathered (made with the connection's allocator).
+    private var gatherer: HTTP2Gatherer?
     private var connectionWindow = HTTP2InboundWindow(size: HTTP2Router.connectionWindow)
     /// ``HTTP2DataBypass``'s context: what is written there goes out below `NIOHTTP2Handler`.
     private var wire: ChannelHandlerContext?
@@ -99,6 +102,7 @@ final class HTTP2Router: ChannelInboundHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        gatherer = HTTP2Gatherer(allocator: context.channel.allocator)
         // The connection's window starts at 65,535 bytes (§6.9.2): raise it.
         let increment = Self.connectionWindow - 65_535
         context.writeAndFlush(
@@ -156,6 +160,8 @@ final class HTTP2Router: ChannelInboundHandler {
     /// Stream `id` is over: its reader learns how, the pool gets its slot back. A body
     /// shorter or longer than its `content-length` is a malformed response (§8.1.1).
     private func end(_ id: HTTP2StreamID, _ result: Result<Void, any Error>) {
+        // What arrived before the end comes first.
+        gatherer?.flush(id) { deliver($1, to: $0) }
         guard let stream = streams.removeValue(forKey: id) else { return }
         var result = result
         if case .success = result, let announced = stream.announced, stream.received != announced {
@@ -310,16 +316,27 @@ final class HTTP2Router: ChannelInboundHandler {
         return true
     }
 
-    /// Payload of the `DATA` frame of stream `id` that began last: to the stream's reader as
-    /// it is (a slice of what TLS decrypted), whose taking it grants the window again.
+    /// Payload of the `DATA` frame of stream `id` that began last, gathered for the stream's
+    /// reader (``HTTP2Gatherer``), whose taking it grants the window again.
     func payload(_ id: HTTP2StreamID, _ buffer: ByteBuffer) {
-        guard var stream = streams[id], let context else { return }
+        guard var stream = streams[id] else { return }
         stream.received += buffer.readableBytes
         if let announced = stream.announced, stream.received > announced {
             reset(id, .protocolError, NIOHTTP2Errors.contentLengthViolated())
             return
         }
         streams[id] = stream
+        gatherer?.add(buffer, of: id) { deliver($1, to: $0) }
+    }
+
+    /// The bytes of a read are handled: what was gathered goes to its reader.
+    func readHandled() {
+        gatherer?.flush { deliver($1, to: $0) }
+    }
+
+    /// Hands `buffer` to stream `id`'s reader, whose taking it grants the window again.
+    private func deliver(_ buffer: ByteBuffer, to id: HTTP2StreamID) {
+        guard let stream = streams[id], let context else { return }
         let length = buffer.readableBytes
         if let full = stream.sink.received(buffer, on: context.eventLoop) {
             let router = NIOLoopBound(self, eventLoop: context.eventLoop)
