@@ -78,47 +78,4 @@ struct BodyReaderTests {
         }
         #expect(calls == 1 && reader.read == 0)
     }
-
-    /// Batches: at most `maximum` buffers, every byte once and in order, and the bytes
-    /// before a refused buffer handed on before the error.
-    @Test func batchesHoldAtMostTheirMaximumAndEveryByteInOrder() async throws {
-        var reader = BodyReader()
-        var batches: [[String]] = []
-        try await reader.read(body("a", "", "bc", "d", "e", "f", "g"), batchesOf: 2) { batch in
-            batches.append(batch.map { String(buffer: $0) })
-        }
-        // The empty buffer is no part of a batch.
-        #expect(batches == [["a", "bc"], ["d", "e"], ["f", "g"]])
-        #expect(reader.read == 7)
-
-        var limited = BodyReader(limit: .memory(4))
-        var handed: [String] = []
-        let error = await #expect(throws: FerryError.self) {
-            try await limited.read(body("ab", "c", "de"), batchesOf: 8) { batch in
-                handed += batch.map { String(buffer: $0) }
-            }
-        }
-        #expect(error?.reason == .bodyTooLarge(limit: 4))
-        #expect(handed == ["ab", "c"])
-        #expect(limited.read == 3)
-    }
-
-    /// A batch is written in one call at the offset, the buffers one after the other,
-    /// from their reader indices.
-    @Test func aBatchIsWrittenWholeAtItsOffset() throws {
-        let directory = FileManager.default.temporaryDirectory
-            .appendingPathComponent("ferry-batch-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let file = try PartialFile(in: directory)
-        var skipped = ByteBuffer(string: "xxcd")
-        skipped.moveReaderIndex(forwardBy: 2)
-        let buffers = [ByteBuffer(string: "ab"), skipped, ByteBuffer(), ByteBuffer(string: "efg")]
-        #expect(try file.write(buffers, at: 3) == 7)
-        #expect(try file.write([ByteBuffer(string: "012")], at: 0) == 3)
-        #expect(file.length == 10)
-        var bytes = [UInt8](repeating: 0, count: 10)
-        let count = try bytes.withUnsafeMutableBytes { try file.read(into: $0, at: 0) }
-        #expect(count == 10 && String(decoding: bytes, as: UTF8.self) == "012abcdefg")
-    }
 }

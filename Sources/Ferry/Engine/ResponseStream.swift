@@ -376,9 +376,6 @@ struct ResponseBody: AsyncSequence, Sendable {
             self.throttle = throttle
         }
 
-        /// Whether ``next()`` has a buffer without waiting for the network.
-        var hasBuffered: Bool { !pending.isEmpty }
-
         mutating func next() async throws -> ByteBuffer? {
             let buffer = try await nextBuffer()
             if let buffer {

@@ -121,52 +121,6 @@ package final class PartialFile {
         length = max(length, offset + Int64(bytes.count))
     }
 
-    /// Writes `buffers` one after the other from `offset`, in one system call (`pwritev`)
-    /// where the kernel takes them all, retrying short writes and interrupted calls.
-    ///
-    /// - Returns: the bytes written, all of `buffers`.
-    @discardableResult
-    func write(_ buffers: [ByteBuffer], at offset: Int64) throws -> Int64 {
-        var vectors: [iovec] = []
-        vectors.reserveCapacity(buffers.count)
-        let total = buffers.reduce(0) { $0 + $1.readableBytes }
-        let written = try Self.withVectors(of: buffers[...], &vectors) { vectors in
-            while true {
-                let result = pwritev(descriptor, vectors, Int32(vectors.count), off_t(offset))
-                if result >= 0 { return result }
-                if errno != EINTR { throw FileSystem.error("Cannot write '\(url.path)'") }
-            }
-        }
-        length = max(length, offset + Int64(written))
-        if written < total {
-            // A short write: the rest one buffer at a time.
-            var skip = written
-            var position = offset + Int64(written)
-            for buffer in buffers {
-                var rest = buffer
-                let dropped = min(skip, rest.readableBytes)
-                rest.moveReaderIndex(forwardBy: dropped)
-                skip -= dropped
-                try rest.withUnsafeReadableBytes { try write($0, at: position) }
-                position += Int64(rest.readableBytes)
-            }
-        }
-        return Int64(total)
-    }
-
-    /// Calls `body` with an `iovec` for each of `buffers`, valid during the call.
-    private static func withVectors<Result>(
-        of buffers: ArraySlice<ByteBuffer>,
-        _ vectors: inout [iovec],
-        _ body: ([iovec]) throws -> Result
-    ) throws -> Result {
-        guard let first = buffers.first else { return try body(vectors) }
-        return try first.withUnsafeReadableBytes { bytes in
-            vectors.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress), iov_len: bytes.count))
-            return try withVectors(of: buffers.dropFirst(), &vectors, body)
-        }
-    }
-
     /// Reads up to `buffer.count` bytes at `offset` from the file's descriptor (not its
     /// path); 0 at the end.
     func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws -> Int {

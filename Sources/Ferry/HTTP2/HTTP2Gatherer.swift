@@ -15,8 +15,9 @@ import NIOHTTP2
 struct HTTP2Gatherer {
     /// What a buffer holds: a ``ResponseStream``'s wake size, half its read-ahead.
     static let size = 128 << 10
-    /// Buffers kept for reuse: enough for a read-ahead and a batch being written
-    /// (``BodyWriter/batch``) at ``size`` each.
+    /// Buffers kept for reuse: enough for what a stream reads ahead
+    /// (``ResponseStream/readAhead``) and what its reader holds while it writes, at ``size``
+    /// each.
     static let spareCount = 10
 
     private let allocator: ByteBufferAllocator

@@ -86,32 +86,8 @@ struct BodyReader {
     ///   ``FerryError/Reason/bodyTooLarge(limit:)`` past the limit; the body's, the task's
     ///   (cancellation) and `consume`'s errors.
     mutating func read(_ body: ResponseBody, _ consume: (ByteBuffer) async throws -> Void) async throws {
-        try await read(body, batchesOf: 1) { try await consume($0[0]) }
-    }
-
-    /// Reads `body` to its end like ``read(_:_:)``, handing on at once up to `maximum`
-    /// buffers that had arrived together: a file takes them in one system call (an HTTP/2
-    /// body comes in the server's frames, 8 KiB each from nginx). A batch never waits for a
-    /// buffer still to come.
-    mutating func read(
-        _ body: ResponseBody,
-        batchesOf maximum: Int,
-        _ consume: ([ByteBuffer]) async throws -> Void
-    ) async throws {
         var iterator = body.makeAsyncIterator()
-        var batch: [ByteBuffer] = []
-        batch.reserveCapacity(maximum)
-        var batched: Int64 = 0
-        // Hands on what was gathered; bytes before an error are handed on before it.
-        func handOn() async throws {
-            guard !batch.isEmpty else { return }
-            try await consume(batch)
-            read += batched
-            batch.removeAll(keepingCapacity: true)
-            batched = 0
-        }
         while true {
-            if batch.count == maximum || !iterator.hasBuffered { try await handOn() }
             try await task?.client.waitWhilePaused()
             guard var chunk = try await iterator.next() else { break }
             if skip > 0 {
@@ -121,19 +97,13 @@ struct BodyReader {
             }
             let count = Int64(chunk.readableBytes)
             guard count > 0 else { continue }
-            do {
-                if let announced, read + batched + count > announced {
-                    throw FerryError(.badServerResponse, "The server sent more bytes than its headers announced.")
-                }
-                try limit?.check(read + batched + count, head: head)
-            } catch {
-                try await handOn()
-                throw error
+            if let announced, read + count > announced {
+                throw FerryError(.badServerResponse, "The server sent more bytes than its headers announced.")
             }
-            batch.append(chunk)
-            batched += count
+            try limit?.check(read + count, head: head)
+            try await consume(chunk)
+            read += count
         }
-        try await handOn()
         if requiresAnnounced, let announced, read < announced {
             throw FerryError(
                 .badServerResponse,

@@ -6,10 +6,6 @@ import NIOCore
 /// headers promised and past ``SessionConfiguration/maximumFileSize``): writes, reports
 /// progress, checkpoints.
 struct BodyWriter {
-    /// Buffers written in one system call at most (`pwritev`): 512 KiB of nginx's HTTP/2
-    /// frames, one `ResponseStream` read-ahead.
-    static let batch = 64
-
     let file: PartialFile
     let task: SessionTask
     /// Where the body's first wanted byte goes.
@@ -36,8 +32,9 @@ struct BodyWriter {
         let file = file
         var position = offset + written
         var lastCheckpoint = (bytes: position, time: ContinuousClock.now)
-        try await reader.read(body, batchesOf: Self.batch) { chunks in
-            let count = try file.write(chunks, at: position)
+        try await reader.read(body) { chunk in
+            try chunk.withUnsafeReadableBytes { try file.write($0, at: position) }
+            let count = Int64(chunk.readableBytes)
             position += count
             meter.add(count)
             if let checkpoint,
