@@ -21,6 +21,18 @@ func withServer<Result>(_ body: (FerryTestServer) async throws -> Result) async 
     }
 }
 
+extension TestPKI.Identity {
+    /// Writes the certificate and its key as PEM files in `directory`, `PREFIXcert.pem` and
+    /// `PREFIXkey.pem`, for a server nobody here wrote (nginx, Python) to read.
+    func writePEMFiles(in directory: URL, prefix: String = "") throws -> (certificate: URL, key: URL) {
+        let certificate = directory.appendingPathComponent("\(prefix)cert.pem")
+        let key = directory.appendingPathComponent("\(prefix)key.pem")
+        try certificatePEM.write(to: certificate, atomically: true, encoding: .utf8)
+        try privateKeyPEM.write(to: key, atomically: true, encoding: .utf8)
+        return (certificate, key)
+    }
+}
+
 /// A new, empty directory under the system's temporary one.
 func makeTemporaryDirectory(_ label: String = "test") throws -> URL {
     let url = FileManager.default.temporaryDirectory

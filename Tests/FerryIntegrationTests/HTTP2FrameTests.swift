@@ -32,11 +32,7 @@ struct HTTP2FrameTests {
         let directory = try makeTemporaryDirectory("h2-frames")
         defer { try? FileManager.default.removeItem(at: directory) }
         let ca = try TestPKI(name: "Ferry hyper-h2 CA \(UUID().uuidString.prefix(8))")
-        let identity = try ca.issueServerIdentity(for: ["127.0.0.1"])
-        let certificate = directory.appendingPathComponent("cert.pem")
-        let key = directory.appendingPathComponent("key.pem")
-        try identity.certificatePEM.write(to: certificate, atomically: true, encoding: .utf8)
-        try identity.privateKeyPEM.write(to: key, atomically: true, encoding: .utf8)
+        let (certificate, key) = try ca.issueServerIdentity(for: ["127.0.0.1"]).writePEMFiles(in: directory)
         let server = try await ServerProcess(
             "/usr/bin/env",
             ["python3", HyperH2.script.path, "PORT", certificate.path, key.path]

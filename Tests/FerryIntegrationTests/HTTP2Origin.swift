@@ -28,13 +28,10 @@ final class HTTP2Origin {
         self.root = root
         let ca = try ca ?? TestPKI(name: "Ferry HTTP/2 CA \(UUID().uuidString.prefix(8))")
         self.ca = ca
-        let identity = try ca.issueServerIdentity(for: ["127.0.0.1"])
         let prefix = "tls-\(UUID().uuidString.prefix(8))"
-        let certificate = root.appendingPathComponent("\(prefix)-cert.pem")
-        let key = root.appendingPathComponent("\(prefix)-key.pem")
+        let (certificate, key) = try ca.issueServerIdentity(for: ["127.0.0.1"])
+            .writePEMFiles(in: root, prefix: "\(prefix)-")
         caFile = root.appendingPathComponent("\(prefix)-ca.pem")
-        try identity.certificatePEM.write(to: certificate, atomically: true, encoding: .utf8)
-        try identity.privateKeyPEM.write(to: key, atomically: true, encoding: .utf8)
         try ca.certificatePEM.write(to: caFile, atomically: true, encoding: .utf8)
         nginx = try await Nginx(
             serving: root,

@@ -23,11 +23,7 @@ struct HTTP2Tests {
             digests.append(sha256Hex(bytes))
         }
         let ca = try TestPKI(name: "Ferry HTTP/2 CA \(UUID().uuidString.prefix(8))")
-        let identity = try ca.issueServerIdentity(for: ["127.0.0.1"])
-        let certificate = root.appendingPathComponent("cert.pem")
-        let key = root.appendingPathComponent("key.pem")
-        try identity.certificatePEM.write(to: certificate, atomically: true, encoding: .utf8)
-        try identity.privateKeyPEM.write(to: key, atomically: true, encoding: .utf8)
+        let (certificate, key) = try ca.issueServerIdentity(for: ["127.0.0.1"]).writePEMFiles(in: root)
         let nginx = try await Nginx(
             serving: root,
             server: """

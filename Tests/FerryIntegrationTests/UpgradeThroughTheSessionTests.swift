@@ -110,13 +110,10 @@ struct UpgradeThroughTheSessionTests {
 
     @Test func anUpgradeOverTLSAsksTheDelegateAboutTrust() async throws {
         let ca = try TestPKI(name: "Ferry Upgrade CA \(UUID().uuidString.prefix(8))")
-        let identity = try ca.issueServerIdentity(for: ["127.0.0.1"])
         let directory = try makeTemporaryDirectory("wss")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let certificate = directory.appendingPathComponent("cert.pem")
-        let key = directory.appendingPathComponent("key.pem")
-        try identity.certificatePEM.write(to: certificate, atomically: true, encoding: .utf8)
-        try identity.privateKeyPEM.write(to: key, atomically: true, encoding: .utf8)
+        let identity = try ca.issueServerIdentity(for: ["127.0.0.1"])
+        let (certificate, key) = try identity.writePEMFiles(in: directory)
         let server = try await WebSocketEcho.start(["--tls", certificate.path, key.path])
         defer { server.stop() }
         var request = WebSocketEcho.upgradeRequest(port: server.port)
