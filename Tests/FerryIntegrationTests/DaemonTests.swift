@@ -78,11 +78,20 @@ extension DaemonProcess {
         )
     }
 
-    /// Returns once task `id` has received `bytes` (polled; a loaded machine starts late).
-    func waitUntil(_ id: Int64, received bytes: Int64) async throws {
-        for _ in 0..<1000 where try await client.task(id).bytesReceived < bytes {
+    /// Returns once task `id` has received `bytes` (polled; a loaded machine starts late: a
+    /// debug daemon under the whole suite took 11 s to start a task, past the 10 s this
+    /// waited before, and a test then went on before its task had begun). Records an issue
+    /// if 60 s pass first.
+    func waitUntil(
+        _ id: Int64,
+        received bytes: Int64,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        for _ in 0..<6000 {
+            if try await client.task(id).bytesReceived >= bytes { return }
             try await Task.sleep(for: .milliseconds(10))
         }
+        Issue.record("task \(id) did not receive \(bytes) bytes within 60 s", sourceLocation: sourceLocation)
     }
 }
 
