@@ -253,11 +253,12 @@ final class HTTP2Router: ChannelInboundHandler {
             var fields = HTTPHeaders()
             fields.reserveCapacity(headers.headers.count)
             for (name, value, _) in headers.headers where !name.hasPrefix(":") { fields.add(name: name, value: value) }
-            guard let announced = Self.announcedLength(fields, status: status, isHead: stream.isHead) else {
-                reset(id, .protocolError, HTTP2Connection.MalformedResponse())
+            do {
+                stream.announced = try Self.announcedLength(fields, status: status, isHead: stream.isHead)
+            } catch {
+                reset(id, .protocolError, error)
                 return
             }
-            stream.announced = announced
             stream.answered = true
             streams[id] = stream
             stream.sink.received(HTTPResponseHead(version: .http2, status: .init(statusCode: status), headers: fields))
@@ -265,15 +266,19 @@ final class HTTP2Router: ChannelInboundHandler {
         if headers.endStream { end(id, .success(())) }
     }
 
-    /// The body's announced length: `nil` inside when there is none to check, `nil` when the
-    /// `content-length` fields are not one number (§8.1.1, RFC 9110 §8.6). `HEAD` and `304`
-    /// have none, whatever the field says.
-    private static func announcedLength(_ fields: HTTPHeaders, status: Int, isHead: Bool) -> Int?? {
-        if isHead || status == 304 { return .some(0) }
+    /// The body's announced length, `nil` when there is none to check; `HEAD` and `304` have
+    /// none, whatever the field says.
+    ///
+    /// - Throws: ``HTTP2Connection/MalformedResponse`` when the `content-length` fields are
+    ///   not one number (§8.1.1, RFC 9110 §8.6).
+    private static func announcedLength(_ fields: HTTPHeaders, status: Int, isHead: Bool) throws -> Int? {
+        if isHead || status == 304 { return 0 }
         let values = fields[canonicalForm: "content-length"]
-        guard let first = values.first else { return .some(nil) }
-        guard values.allSatisfy({ $0 == first }), let length = Int(first), length >= 0 else { return nil }
-        return .some(length)
+        guard let first = values.first else { return nil }
+        guard values.allSatisfy({ $0 == first }), let length = Int(first), length >= 0 else {
+            throw HTTP2Connection.MalformedResponse()
+        }
+        return length
     }
 
     // MARK: DATA, from the bypass
