@@ -34,6 +34,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
+        // The tests' resumable-upload server: Apple's NIOResumableUpload speaks swift-http-types.
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         // AsyncHTTPClient's own dependency: Ferry names HTTP/2's errors (a stream reset).
         .package(url: "https://github.com/apple/swift-nio-http2", from: "1.46.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
@@ -174,6 +176,21 @@ let package = Package(
         .executableTarget(
             name: "bench-urlsession",
             path: "Benchmarks/Sources/bench-urlsession",
+            swiftSettings: strictSwift6
+        ),
+        // Apple's resumable-upload server (swift-nio-extras' NIOResumableUpload) for the tests.
+        .executableTarget(
+            name: "resumable-upload-server",
+            dependencies: [
+                .product(name: "NIOResumableUpload", package: "swift-nio-extras"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Tests/ResumableUploadServer",
             swiftSettings: strictSwift6
         ),
         .testTarget(

@@ -139,7 +139,8 @@ struct HTTP2PathTests {
             for (index, run) in runs.enumerated() {
                 let result = try await ProcessRunner.run(run.command[0], Array(run.command.dropFirst()))
                 #expect(result.status == 0, "\(run.name): \(result.stderrText)")
-                let lines = try origin.logged()
+                // Uploads first ask whether the server offers resumable uploads (nginx does not).
+                let lines = try origin.logged().filter { !$0.contains(" OPTIONS ") }
                 #expect(lines.count == index + 1, "\(run.name): \(lines)")
                 #expect(lines.last?.hasPrefix(run.logged) == true, "\(run.name): \(lines.last ?? "nothing logged")")
             }

@@ -12,10 +12,11 @@ final class ServerProcess {
     private let pid: pid_t
     private let directory: URL
 
-    /// Starts `arguments` (with `PORT` replaced by a free port) and waits until it accepts.
-    init(_ executable: String, _ arguments: [String], files: [String: String] = [:]) async throws {
+    /// Starts `arguments` (with `PORT` replaced by `port`, or a free port) and waits until it
+    /// accepts.
+    init(_ executable: String, _ arguments: [String], port: Int? = nil, files: [String: String] = [:]) async throws {
         let directory = try makeTemporaryDirectory("server")
-        let port = try Nginx.freePort()
+        let port = try port ?? Nginx.freePort()
         self.directory = directory
         self.port = port
         for (name, text) in files {

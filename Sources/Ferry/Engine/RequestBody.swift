@@ -76,6 +76,38 @@ enum RequestBody: Sendable {
         return .file(url, length: Int64(info.st_size))
     }
 
+    /// `count` bytes of the body (the rest when `nil`) from `offset`, for a resumable upload's
+    /// append: a file is read from there; other replayable bodies are produced from the start
+    /// and their first `offset` bytes dropped.
+    func chunks(from offset: Int64, count: Int64?) -> ByteChunks {
+        if case .file(let url, let length) = self {
+            return ByteChunks {
+                let reader = FileChunkReader(url: url, expectedLength: length, offset: offset, count: count)
+                return ByteChunks.Iterator { try reader.next() }
+            }
+        }
+        let whole = chunks()
+        return ByteChunks {
+            var base = whole.makeAsyncIterator()
+            var skip = offset
+            var left = count ?? .max
+            return ByteChunks.Iterator {
+                while left > 0, var chunk = try await base.next() {
+                    if skip > 0 {
+                        let dropped = min(skip, Int64(chunk.readableBytes))
+                        chunk.moveReaderIndex(forwardBy: Int(dropped))
+                        skip -= dropped
+                    }
+                    guard chunk.readableBytes > 0 else { continue }
+                    if Int64(chunk.readableBytes) > left { chunk.moveWriterIndex(to: chunk.readerIndex + Int(left)) }
+                    left -= Int64(chunk.readableBytes)
+                    return chunk
+                }
+                return nil
+            }
+        }
+    }
+
     /// The chunks of the body, from the start.
     func chunks() -> ByteChunks {
         switch self {
@@ -177,12 +209,15 @@ final class FileChunkReader {
     private let url: URL
     private let expectedLength: Int64
     private var descriptor: Int32 = -1
+    private let start: Int64
     private var remaining: Int64
 
-    init(url: URL, expectedLength: Int64) {
+    /// A reader of `count` bytes (the rest when `nil`) from `offset`.
+    init(url: URL, expectedLength: Int64, offset: Int64 = 0, count: Int64? = nil) {
         self.url = url
         self.expectedLength = expectedLength
-        self.remaining = expectedLength
+        self.start = offset
+        self.remaining = max(0, min(count ?? .max, expectedLength - offset))
     }
 
     deinit { if descriptor >= 0 { close(descriptor) } }
@@ -198,6 +233,9 @@ final class FileChunkReader {
                     .uploadBodyFailed,
                     "'\(url.path)' changed size after the upload was created (expected \(expectedLength) bytes)."
                 )
+            }
+            guard start == 0 || lseek(descriptor, off_t(start), SEEK_SET) == off_t(start) else {
+                throw failure("cannot be read from byte \(start)")
             }
         }
         guard remaining > 0 else {

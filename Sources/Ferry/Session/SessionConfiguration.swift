@@ -79,6 +79,10 @@ public struct SessionConfiguration: Sendable {
     /// five retries with capped exponential backoff. Tasks may override it.
     public var retryPolicy: RetryPolicy = .default
 
+    /// Whether upload tasks continue from the server's offset after a dropped connection, when
+    /// the server speaks the resumable-upload protocol. Default ``ResumableUploadPolicy/automatic``.
+    public var resumableUploads: ResumableUploadPolicy = .automatic
+
     /// Whether a download may continue a partial file that no strong validator ties to the
     /// server's current version. Off by default: without a validator, bytes on disk could
     /// belong to another version, so the download starts over.

@@ -195,7 +195,9 @@ struct TaskClient: Sendable {
         }
     }
 
-    func resetSentBytes() { task.storage.withLock { $0.bytesSent = 0 } }
+    /// Sets the bytes sent so far: 0 when a body is sent again from its start, the server's
+    /// offset when a resumable upload continues.
+    func resetSentBytes(to offset: Int64 = 0) { task.storage.withLock { $0.bytesSent = offset } }
 
     func publish(_ event: TaskEvent) {
         task.storage.withLock { publish(event, in: &$0) }

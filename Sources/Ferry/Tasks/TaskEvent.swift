@@ -29,9 +29,12 @@ public enum TaskEvent: Sendable {
     /// `nil` for a stream of unknown length.
     case sentBodyData(bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64?)
     /// A download continues at `offset` of the file (0 when bytes already on disk could not
-    /// be reused and were discarded). Like URLSession's `didResumeAtOffset`.
+    /// be reused and were discarded). Like URLSession's `didResumeAtOffset`. An upload that
+    /// the server lets resume (``ResumableUploadPolicy``) continues at the offset the server
+    /// holds; `countOfBytesSent` starts again from there.
     case resumedAtOffset(Int64, expectedTotalBytes: Int64?)
-    /// A download will try again after `delay` seconds, because of `error`.
+    /// A download, or an upload the server lets resume, will try again after `delay`
+    /// seconds, because of `error`.
     case willRetry(attempt: Int, delay: TimeInterval, error: FerryError)
     /// Body bytes were written to the partial file. `totalBytesExpectedToWrite` is `nil` when
     /// the server did not say.

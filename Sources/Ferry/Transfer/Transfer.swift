@@ -151,6 +151,11 @@ final class Transfer: Sendable {
                 return try await DataLoad(transfer: self).loadThroughCache(request, cache: cache)
             }
             let body = try initialBody(for: request)
+            if case .upload = origin.plan, let body,
+                Uploader.applies(to: request, body: body, policy: configuration.resumableUploads)
+            {
+                return try await Uploader(transfer: self).upload(request, body: body)
+            }
             return try await send(request, body: body) { body, head in
                 try await DataLoad(transfer: self).consumeInMemory(body, head: head)
             }

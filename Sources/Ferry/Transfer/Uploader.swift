@@ -1,0 +1,184 @@
+import Foundation
+import NIOCore
+import Synchronization
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// An upload task's transfer through the resumable-upload protocol: performs what
+/// ``ResumableUploadStateMachine`` decides — `OPTIONS`, the creation, `HEAD`, `PATCH`,
+/// waits and `DELETE` — each through the request loop (redirects, credentials, cookies, the
+/// interceptor), and delivers the final response as an upload task's.
+struct Uploader: TransferPart {
+    let transfer: Transfer
+
+    /// Whether an upload of `body` with `request` asks the server for resumption: the
+    /// session's policy allows it, the body can be produced again, and it is not small.
+    static func applies(to request: URLRequest, body: RequestBody, policy: ResumableUploadPolicy) -> Bool {
+        guard policy.isEnabled, body.isReplayable else { return false }
+        switch request.method {
+        case .post, .put, .patch: break
+        default: return false
+        }
+        return (body.length ?? .max) >= policy.minimumSize
+    }
+
+    /// What one exchange came to.
+    private enum Reply: Sendable {
+        case next(ResumableUploadStateMachine.Action)
+        case finished(TaskOutcome)
+    }
+
+    func upload(_ request: URLRequest, body: RequestBody) async throws -> TaskOutcome {
+        guard let target = request.url else { throw FerryError(.invalidURL, "The request has no URL.") }
+        var machine = ResumableUploadStateMachine(
+            target: target,
+            configuration: .init(length: body.length, replayable: body.isReplayable),
+            retry: RetryBudget(policy: options.retryPolicy)
+        )
+        var action = machine.start()
+        var resumed = false
+        do {
+            while true {
+                let reply: Reply
+                switch action {
+                case .probe(let version):
+                    var probe = protocolRequest(request, to: target, method: "OPTIONS", version: version)
+                    probe.setValue(nil, forHTTPHeaderField: UploadFields.Name.complete)
+                    reply = try await exchange(probe, body: nil, sentFrom: 0, machine: &machine)
+                case .create(let version, let length):
+                    var creation = request
+                    creation.httpBody = nil
+                    creation.httpBodyStream = nil
+                    creation.setValue("\(version)", forHTTPHeaderField: UploadFields.Name.interopVersion)
+                    creation.setValue(UploadFields.serialize(false), forHTTPHeaderField: UploadFields.Name.complete)
+                    creation.setValue(length.map { "\($0)" }, forHTTPHeaderField: UploadFields.Name.length)
+                    reply = try await exchange(creation, body: .data(Data()), sentFrom: 0, machine: &machine)
+                case .sendPlain:
+                    reply = try await exchange(request, body: body, sentFrom: 0, machine: &machine)
+                case .retrieveOffset(let resource, let version):
+                    let head = protocolRequest(request, to: resource, method: "HEAD", version: version)
+                    reply = try await exchange(head, body: nil, sentFrom: 0, machine: &machine)
+                case .append(let resource, let version, let offset, let count, let complete):
+                    var patch = protocolRequest(request, to: resource, method: "PATCH", version: version)
+                    patch.setValue("application/partial-upload", forHTTPHeaderField: "Content-Type")
+                    patch.setValue("\(offset)", forHTTPHeaderField: UploadFields.Name.offset)
+                    patch.setValue(UploadFields.serialize(complete), forHTTPHeaderField: UploadFields.Name.complete)
+                    if offset > 0 || resumed {
+                        task.client.publish(.resumedAtOffset(offset, expectedTotalBytes: body.length))
+                        logger.debug("upload continues", metadata: ["offset": "\(offset)"])
+                    }
+                    resumed = true
+                    task.client.resetSentBytes(to: offset)
+                    let part = RequestBody.provided(body.chunks(from: offset, count: count), length: count)
+                    reply = try await exchange(patch, body: part, sentFrom: offset, machine: &machine)
+                case .wait(let attempt, let delay, let error):
+                    logger.debug(
+                        "upload retrying",
+                        metadata: ["attempt": "\(attempt)", "delay": "\(delay)", "error": "\(error)"]
+                    )
+                    task.client.publish(.willRetry(attempt: attempt, delay: delay, error: error))
+                    try await transfer.waitBeforeRetry(.seconds(delay))
+                    reply = .next(machine.waited())
+                case .cancel(let resource, let version, let error):
+                    await discard(resource, request: request, version: version)
+                    throw error
+                case .fail(let error):
+                    throw error
+                case .deliver:
+                    throw FerryError(.badServerResponse, "The upload's answer was delivered out of turn.")
+                }
+                switch reply {
+                case .finished(let outcome): return outcome
+                case .next(let next): action = next
+                }
+            }
+        } catch {
+            // A task cancelled by its owner gives the upload resource up; a timeout or a
+            // failure keeps it for the server's lifetime of it.
+            if transfer.ferryError(from: error).reason == .cancelled, let resource = machine.resource,
+                let version = machine.version
+            {
+                await discard(resource, request: request, version: version)
+            }
+            throw error
+        }
+    }
+
+    /// Sends `request` and reports its answer (or failure) to the machine; a final answer
+    /// is consumed as the upload task's response.
+    private func exchange(
+        _ request: URLRequest,
+        body: RequestBody?,
+        sentFrom offset: Int64,
+        machine: inout ResumableUploadStateMachine
+    ) async throws -> Reply {
+        let handed = Atomic<Int64>(0)
+        let counted = body.map { body in
+            RequestBody.provided(
+                ByteChunks {
+                    var base = body.chunks().makeAsyncIterator()
+                    return ByteChunks.Iterator {
+                        let chunk = try await base.next()
+                        if let chunk { handed.add(Int64(chunk.readableBytes), ordering: .relaxed) }
+                        return chunk
+                    }
+                },
+                length: body.length
+            )
+        }
+        let transfer = self.transfer
+        do {
+            return try await transfer.send(request, body: counted) { responseBody, head in
+                let location = head.headers["Location"].flatMap { URL(string: $0, relativeTo: head.url)?.absoluteURL }
+                let answer = ResumableUploadStateMachine.Answer(
+                    status: head.statusCode,
+                    fields: UploadFields(head.headers),
+                    location: location
+                )
+                let next = machine.answered(answer, sentUpTo: offset + handed.load(ordering: .relaxed))
+                guard case .deliver = next else {
+                    await responseBody.drain()
+                    return .next(next)
+                }
+                return .finished(try await DataLoad(transfer: transfer).consumeInMemory(responseBody, head: head))
+            }
+        } catch {
+            let failure = transfer.ferryError(from: error)
+            let cancelled = Task.isCancelled || failure.reason == .cancelled
+            if cancelled { throw error }
+            return .next(machine.failed(failure, sentUpTo: offset + handed.load(ordering: .relaxed), cancelled: false))
+        }
+    }
+
+    /// A request of the protocol to `url`: the original request's fields (its credentials
+    /// and cookies: the upload resource is on its origin) without its representation's.
+    private func protocolRequest(_ original: URLRequest, to url: URL, method: String, version: Int) -> URLRequest {
+        var request = URLRequest(url: url)
+        request.httpMethod = method
+        for (name, value) in original.allHTTPHeaderFields ?? [:]
+        where !name.lowercased().hasPrefix("content-") && name.lowercased() != "transfer-encoding" {
+            request.setValue(value, forHTTPHeaderField: name)
+        }
+        request.setValue("\(version)", forHTTPHeaderField: UploadFields.Name.interopVersion)
+        return request
+    }
+
+    /// `DELETE` to the upload resource, given at most five seconds, its answer ignored; it
+    /// runs even when the task was cancelled.
+    private func discard(_ resource: URL, request: URLRequest, version: Int) async {
+        let deletion = protocolRequest(request, to: resource, method: "DELETE", version: version)
+        let transfer = self.transfer
+        let attempt = Task {
+            if let exchange = try? await transfer.exchange(deletion, body: nil) { await exchange.body.drain() }
+        }
+        let deadline = Task {
+            try? await Task.sleep(for: .seconds(5))
+            attempt.cancel()
+        }
+        await attempt.value
+        deadline.cancel()
+        logger.debug("upload resource cancelled", metadata: ["url": "\(resource.absoluteString)"])
+    }
+}

@@ -1,0 +1,258 @@
+import Ferry
+import FerryTestServer
+import Foundation
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Apple's server of resumable uploads (swift-nio-extras' `NIOResumableUpload`, built as the
+/// package's `resumable-upload-server`), and a relay that cuts connections
+/// (Support/cutting_relay.py).
+enum ResumableUploadServer {
+    static var executable: String {
+        ProcessRunner.productsDirectory.appendingPathComponent("resumable-upload-server").path
+    }
+    static let relay = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("Support/cutting_relay.py")
+
+    /// Starts the server storing into `directory`; with `cutEvery`, a relay in front of it
+    /// that cuts every that many bytes. `body` gets the URL to upload to (through the relay
+    /// when there is one) and the relay.
+    static func with(
+        storingIn directory: URL,
+        cutEvery: Int? = nil,
+        _ body: (URL, ServerProcess?) async throws -> Void
+    ) async throws {
+        let relayPort = try Nginx.freePort()
+        let origin = cutEvery == nil ? nil : "http://127.0.0.1:\(relayPort)"
+        let server = try await ServerProcess(executable, ["PORT", directory.path] + (origin.map { [$0] } ?? []))
+        defer { server.stop() }
+        var relay: ServerProcess?
+        if let cutEvery {
+            relay = try await ServerProcess(
+                "/usr/bin/env",
+                ["python3", Self.relay.path, "PORT", "\(server.port)", "\(cutEvery)"],
+                port: relayPort
+            )
+        }
+        defer { relay?.stop() }
+        let port = relay?.port ?? server.port
+        try await body(try #require(URL(string: "http://127.0.0.1:\(port)/files/upload.bin")), relay)
+    }
+
+    /// The bytes the relay forwarded to the server in all, and the cuts it made, from its
+    /// latest report.
+    static func forwarded(_ relay: ServerProcess) -> (bytes: Int, cuts: Int)? {
+        guard let line = relay.output.split(separator: "\n").last(where: { $0.hasPrefix("forwarded ") }) else {
+            return nil
+        }
+        let words = line.split(separator: " ")
+        guard words.count == 4, let bytes = Int(words[1]), let cuts = Int(words[3]) else { return nil }
+        return (bytes, cuts)
+    }
+}
+
+/// Uploads that resume (draft-ietf-httpbis-resumable-upload), against Apple's server.
+@Suite("Resumable uploads against Apple's NIOResumableUpload", .serialized)
+struct ResumableUploadTests {
+    func post(_ url: URL) -> URLRequest {
+        var request = URLRequest(url: url)
+        request.httpMethod = "POST"
+        request.setValue("application/octet-stream", forHTTPHeaderField: "Content-Type")
+        return request
+    }
+
+    /// An upload the server takes whole: the stored file is the body, and the answer is the
+    /// application's (not the protocol's).
+    @Test func anUploadToTheServerIsStoredWhole() async throws {
+        let directory = try makeTemporaryDirectory("resumable-store")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let source = try makeTemporaryDirectory("resumable-source").appendingPathComponent("body.bin")
+        defer { try? FileManager.default.removeItem(at: source.deletingLastPathComponent()) }
+        let body = TestContent.data(size: 3 << 20, seed: 28)
+        try body.write(to: source)
+        try await ResumableUploadServer.with(storingIn: directory) { url, _ in
+            let session = try makeSession()
+            defer { session.invalidateAndCancel() }
+            let (reply, response) = try await session.upload(for: post(url), fromFile: source)
+            #expect(response.statusCode == 201)
+            #expect(String(decoding: reply, as: UTF8.self) == "stored \(body.count)\n")
+            #expect(try Data(contentsOf: directory.appendingPathComponent("upload.bin")) == body)
+        }
+    }
+
+    /// Through a relay that cuts the connection every 5 MiB: the upload continues from the
+    /// server's offset each time, the stored file is byte-identical, and the server was sent
+    /// at most the body plus one chunk (256 KiB) per cut.
+    @Test func anUploadCutEveryFiveMiBContinuesFromTheServersOffset() async throws {
+        let directory = try makeTemporaryDirectory("resumable-store")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let size = 24 << 20
+        let body = TestContent.data(size: Int64(size), seed: 29)
+        let cut = 5 << 20
+        try await ResumableUploadServer.with(storingIn: directory, cutEvery: cut) { url, relay in
+            let session = try makeSession { $0.retryPolicy = RetryPolicy(maximumRetries: 3, baseDelay: 0) }
+            defer { session.invalidateAndCancel() }
+            let task = session.uploadTask(with: post(url), from: body)
+            let events = task.events
+            task.resume()
+            var offsets: [Int64] = []
+            var retries = 0
+            for await event in events {
+                switch event {
+                case .resumedAtOffset(let offset, _): offsets.append(offset)
+                case .willRetry: retries += 1
+                default: break
+                }
+            }
+            #expect(task.error == nil, "\(String(describing: task.error))")
+            #expect(task.response?.statusCode == 201)
+            #expect(try Data(contentsOf: directory.appendingPathComponent("upload.bin")) == body)
+            let relay = try #require(relay)
+            let relayed = try #require(ResumableUploadServer.forwarded(relay))
+            #expect(relayed.cuts == size / cut)
+            #expect(retries == relayed.cuts)
+            #expect(offsets.count == relayed.cuts)
+            #expect(offsets == offsets.sorted() && offsets.allSatisfy { $0 > 0 })
+            // Request heads are under 1 KiB each; bodies never repeat more than a chunk per cut.
+            #expect(relayed.bytes <= size + relayed.cuts * (256 << 10) + 64 * 1024, "\(relayed)")
+        }
+    }
+}
+
+/// The draft's current interop version (8), and servers that get it wrong, from
+/// Support/rufh_draft_server.py.
+@Suite("Resumable uploads in interop version 8, and bad servers", .serialized)
+struct ResumableUploadDraftTests {
+    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("Support/rufh_draft_server.py")
+
+    /// Starts the server storing into a directory of its own (with `cutEvery`, behind the
+    /// cutting relay); `body` gets a session, the target URL for `mode`, the directory and the
+    /// server.
+    func withServer(
+        mode: String = "normal",
+        cutEvery: Int? = nil,
+        _ body: (Session, URL, URL, ServerProcess) async throws -> Void
+    ) async throws {
+        let directory = try makeTemporaryDirectory("rufh-store")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let relayPort = try Nginx.freePort()
+        let origin = cutEvery == nil ? [] : ["http://127.0.0.1:\(relayPort)"]
+        let server = try await ServerProcess(
+            "/usr/bin/env",
+            ["python3", Self.script.path, "PORT", directory.path] + origin
+        )
+        defer { server.stop() }
+        var relay: ServerProcess?
+        if let cutEvery {
+            relay = try await ServerProcess(
+                "/usr/bin/env",
+                ["python3", ResumableUploadServer.relay.path, "PORT", "\(server.port)", "\(cutEvery)"],
+                port: relayPort
+            )
+        }
+        defer { relay?.stop() }
+        let session = try makeSession { $0.retryPolicy = RetryPolicy(maximumRetries: 3, baseDelay: 0) }
+        defer { session.invalidateAndCancel() }
+        let url = try #require(
+            URL(string: "http://127.0.0.1:\(relay?.port ?? server.port)/files/upload.bin?mode=\(mode)")
+        )
+        try await body(session, url, directory, server)
+    }
+
+    func put(_ url: URL) -> URLRequest {
+        var request = URLRequest(url: url)
+        request.httpMethod = "PUT"
+        return request
+    }
+
+    /// The exchanges the server printed, without their upload tokens.
+    func exchanges(_ server: ServerProcess) -> [String] {
+        server.output.split(separator: "\n").map { line in
+            String(line).replacingOccurrences(
+                of: #"/uploads/[0-9a-f]+"#,
+                with: "/uploads/X",
+                options: .regularExpression
+            )
+        }
+    }
+
+    @Test func aVersion8UploadCutTwiceIsStoredWhole() async throws {
+        let size = 6 << 20
+        let body = TestContent.data(size: Int64(size), seed: 30)
+        try await withServer(cutEvery: 2 << 20 + 1000) { session, url, directory, server in
+            let (reply, response) = try await session.upload(for: put(url), from: body)
+            #expect(response.statusCode == 201)
+            #expect(String(decoding: reply, as: UTF8.self) == "stored \(size)\n")
+            #expect(try Data(contentsOf: directory.appendingPathComponent("upload.bin")) == body)
+            let log = exchanges(server)
+            #expect(log.first { $0.hasPrefix("OPTIONS") } == "OPTIONS /files/upload.bin?mode=normal v8")
+            #expect(log.contains("PUT /files/upload.bin?mode=normal complete=?0"))
+            #expect(log.filter { $0.hasPrefix("HEAD /uploads/X") }.count == 2)
+            #expect(log.filter { $0.hasPrefix("PATCH") }.allSatisfy { $0.hasSuffix("type=application/partial-upload") })
+        }
+    }
+
+    @Test func theAppendSizeLimitSplitsTheUpload() async throws {
+        let body = TestContent.data(size: 3 << 20 + 5, seed: 31)
+        try await withServer(mode: "chunks") { session, url, directory, server in
+            let (_, response) = try await session.upload(for: put(url), from: body)
+            #expect(response.statusCode == 201)
+            #expect(try Data(contentsOf: directory.appendingPathComponent("upload.bin")) == body)
+            let patches = exchanges(server).filter { $0.hasPrefix("PATCH") }
+            #expect(
+                patches.map { $0.split(separator: " ")[2] } == [
+                    "offset=0", "offset=1048576", "offset=2097152", "offset=3145728",
+                ]
+            )
+        }
+    }
+
+    /// Each bad server: a clear error, the resource cancelled where it is ours to cancel, and
+    /// nothing stored.
+    @Test(arguments: ["cross-origin", "backwards", "past", "conflict", "switch"])
+    func aBadServerGetsAClearErrorAndNothingIsStored(mode: String) async throws {
+        let body = TestContent.data(size: 3 << 20, seed: 32)
+        try await withServer(mode: mode) { session, url, directory, server in
+            let error = await #expect(throws: FerryError.self) { try await session.upload(for: put(url), from: body) }
+            #expect(error?.reason == .badServerResponse, "\(mode): \(String(describing: error))")
+            #expect(files(in: directory).isEmpty, "\(mode)")
+            let log = exchanges(server)
+            #expect(log.contains("deleted") == (mode != "cross-origin" && mode != "switch"), "\(mode): \(log)")
+            if mode == "cross-origin" { #expect(!log.contains { $0.hasPrefix("PATCH") }) }
+        }
+    }
+
+    @Test func aVanishedResourceIsCreatedAgainAndTheUploadCompletes() async throws {
+        let body = TestContent.data(size: 2 << 20, seed: 33)
+        try await withServer(mode: "vanish") { session, url, directory, server in
+            let (_, response) = try await session.upload(for: put(url), from: body)
+            #expect(response.statusCode == 201)
+            #expect(try Data(contentsOf: directory.appendingPathComponent("upload.bin")) == body)
+            #expect(exchanges(server).filter { $0.hasSuffix("complete=?0") && $0.hasPrefix("PUT") }.count == 2)
+        }
+    }
+
+    /// A server nobody here wrote that knows nothing of the protocol (Werkzeug): asked in
+    /// both versions, it gets the ordinary upload, whole.
+    @Test(.enabled(if: FormEcho.required || FormEcho.isAvailable))
+    func aServerThatIgnoresTheFieldsGetsAnOrdinaryUpload() async throws {
+        let echo = try await FormEcho()
+        defer { echo.stop() }
+        let session = try makeSession()
+        defer { session.invalidateAndCancel() }
+        let content = TestContent.data(size: 2 << 20, seed: 34)
+        var form = MultipartFormData()
+        form.append(content, name: "file", fileName: "big.bin", mimeType: "application/octet-stream")
+        var request = URLRequest(url: try #require(URL(string: echo.url)))
+        request.httpMethod = "POST"
+        let (reply, response) = try await session.upload(for: request, multipartFormData: form)
+        #expect(response.statusCode == 200)
+        let echoed = try JSONDecoder().decode(FormEcho.Form.self, from: reply)
+        #expect(echoed.files.map(\.size) == [Int64(content.count)])
+        #expect(echoed.files.first?.sha256 == TestContent.sha256(size: Int64(content.count), seed: 34))
+    }
+}

@@ -1,0 +1,82 @@
+"""A TCP relay that cuts its connections: every CUT bytes that clients send through it.
+
+    python3 cutting_relay.py PORT TARGET_PORT CUT
+
+Listens on 127.0.0.1:PORT and forwards each connection to 127.0.0.1:TARGET_PORT. When the
+bytes forwarded from clients to the target reach the next multiple of CUT (counted over all
+connections), the relay forwards exactly up to it, then resets the client's connection and
+closes the target's (so the target still reads every byte it was given). After each cut and
+each connection's end it prints `forwarded N cuts K`: N is what the target was sent in all.
+"""
+import asyncio
+import sys
+
+port, target, cut = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+state = {"forwarded": 0, "next": cut, "cuts": 0}
+
+
+def report():
+    print(f"forwarded {state['forwarded']} cuts {state['cuts']}", flush=True)
+
+
+async def upstream(reader, writer, client_writer):
+    try:
+        while True:
+            chunk = await reader.read(65536)
+            if not chunk:
+                break
+            room = state["next"] - state["forwarded"]
+            if len(chunk) >= room:
+                writer.write(chunk[:room])
+                await writer.drain()
+                state["forwarded"] += room
+                state["next"] += cut
+                state["cuts"] += 1
+                client_writer.transport.abort()
+                writer.close()
+                report()
+                return
+            writer.write(chunk)
+            await writer.drain()
+            state["forwarded"] += len(chunk)
+    except (ConnectionError, OSError):
+        pass
+    try:
+        writer.write_eof()
+    except (ConnectionError, OSError, RuntimeError):
+        pass
+
+
+async def downstream(reader, writer):
+    try:
+        while True:
+            chunk = await reader.read(65536)
+            if not chunk:
+                break
+            writer.write(chunk)
+            await writer.drain()
+    except (ConnectionError, OSError):
+        pass
+    writer.close()
+
+
+async def relay(client_reader, client_writer):
+    try:
+        target_reader, target_writer = await asyncio.open_connection("127.0.0.1", target)
+    except OSError:
+        client_writer.transport.abort()
+        return
+    await asyncio.gather(
+        upstream(client_reader, target_writer, client_writer),
+        downstream(target_reader, client_writer),
+    )
+    report()
+
+
+async def main():
+    server = await asyncio.start_server(relay, "127.0.0.1", port)
+    async with server:
+        await server.serve_forever()
+
+
+asyncio.run(main())
