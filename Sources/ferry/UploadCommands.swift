@@ -32,7 +32,15 @@ struct TransferOptions: ParsableArguments {
     )
     var json = false
 
+    @Option(
+        name: .customLong("retries"),
+        help:
+            "Retries of transient failures, each continuing from the server's offset when it offers resumable uploads (0: none)."
+    )
+    var retries = 5
+
     func validate() throws {
+        if retries < 0 { throw ValidationError("--retries takes a number of retries, 0 or more.") }
         if let problem = CommandRequest.headerProblem(in: headers) { throw ValidationError(problem) }
         if json && (output == nil || output == "-") {
             throw ValidationError("--json prints events on standard output; write the response body with -o.")
@@ -46,10 +54,20 @@ struct TransferOptions: ParsableArguments {
 
 /// Runs an upload task with the progress line, JSON events, and `ferry get`'s exit codes.
 enum UploadRunner {
+    /// Where an upload's resume data is kept for `-c`: beside its file, under a key naming
+    /// the file and the target.
+    struct Continuation {
+        var store: ResumeStore
+        var key: String
+        /// `-c`: continue the kept upload.
+        var continues: Bool
+    }
+
     static func run(
         _ makeTask: (Session, URLRequest) -> UploadTask,
         request: URLRequest,
-        options: TransferOptions
+        options: TransferOptions,
+        continuation: Continuation? = nil
     ) async -> Never {
         // A reader that has gone (`| head`) is an error to report, not a reason to die.
         signal(SIGPIPE, SIG_IGN)
@@ -62,21 +80,34 @@ enum UploadRunner {
                 for: request.url ?? URL(fileURLWithPath: "/"),
                 request: &request
             )
+            configuration.retryPolicy = RetryPolicy(maximumRetries: options.retries)
+            configuration.resumeStore = continuation?.store
             session = try Session(configuration: configuration)
         } catch {
             ExitStatus.exit(with: error)
         }
         let task = makeTask(session, request)
+        if let continuation {
+            task.resumeKey = continuation.key
+            task.resumesFromStore = continuation.continues
+        }
         let events = task.events
         let showProgress = !options.quiet && !options.json && isatty(STDERR_FILENO) == 1
         signal(SIGINT, SIG_IGN)
         let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-        interrupt.setEventHandler { task.cancel() }
+        let interrupted = InterruptFlag()
+        interrupt.setEventHandler {
+            interrupted.set()
+            // An upload that can continue keeps its upload resource for `-c`.
+            if continuation != nil { Task { _ = await task.cancelProducingResumeData() } } else { task.cancel() }
+        }
         interrupt.resume()
         var progress = ProgressLine()
+        var continuedAt: Int64?
         task.resume()
         for await event in events {
             if options.json { JSONEvents.emit(event) }
+            if case .resumedAtOffset(let offset, _) = event, continuedAt == nil { continuedAt = offset }
             guard showProgress else { continue }
             switch event {
             case .sentBodyData(_, let total, let expected): progress.update(bytes: total, total: expected)
@@ -89,7 +120,25 @@ enum UploadRunner {
         interrupt.cancel()
         session.finishTasksAndInvalidate()
         options.connection.saveCookieJar(configuration)
-        if let error = task.error { ExitStatus.exit(with: error, json: options.json) }
+        let speak = !options.json && !options.quiet
+        if let error = task.error {
+            if let kept = error.uploadResumeData, continuation != nil {
+                if !options.json {
+                    let why = interrupted.isSet ? "interrupted" : error.description
+                    FileHandle.standardError.write(
+                        Data(
+                            "ferry: \(why)\nferry: the server holds \(kept.bytesAcknowledged) bytes or more; run the same command with -c to continue.\n"
+                                .utf8
+                        )
+                    )
+                }
+                Foundation.exit(interrupted.isSet ? ExitStatus.interrupted : ExitStatus.code(for: error))
+            }
+            ExitStatus.exit(with: error, json: options.json)
+        }
+        if speak, continuation?.continues == true, let continuedAt {
+            FileHandle.standardError.write(Data("ferry: continued at byte \(continuedAt)\n".utf8))
+        }
         do {
             try ResponseOutput.write(task.receivedData ?? Data(), to: options.output)
         } catch {
@@ -176,6 +225,11 @@ struct PutCommand: AsyncParsableCommand {
             The file streams from disk with an exact Content-Length and a Content-Type from
             its extension (unless -H sets one). The server's response body goes to standard
             output or -o FILE; an HTTP error status exits 22.
+
+            When the server offers resumable uploads (draft-ietf-httpbis-resumable-upload),
+            a dropped connection continues from the server's offset (--retries), and an
+            interrupted or failed upload keeps its upload resource beside the file
+            (.ferry-upload-*.json, private to you): run the same command with -c to continue.
             """
     )
 
@@ -191,6 +245,12 @@ struct PutCommand: AsyncParsableCommand {
     )
     var method = "PUT"
 
+    @Flag(
+        name: [.customShort("c"), .customLong("continue")],
+        help: "Continue an earlier interrupted or failed upload of the same file to the same URL."
+    )
+    var continueUpload = false
+
     @OptionGroup var options: TransferOptions
 
     func run() async throws {
@@ -200,11 +260,17 @@ struct PutCommand: AsyncParsableCommand {
         if request.value(forHTTPHeaderField: "Content-Type") == nil {
             request.setValue(Session.mimeType(forFileNamed: file), forHTTPHeaderField: "Content-Type")
         }
-        let fileURL = URL(fileURLWithPath: file)
+        let fileURL = URL(fileURLWithPath: file).standardizedFileURL
+        let continuation = UploadRunner.Continuation(
+            store: ResumeStore(directory: fileURL.deletingLastPathComponent()),
+            key: "put \(fileURL.path) \(request.url?.absoluteString ?? url)",
+            continues: continueUpload
+        )
         await UploadRunner.run(
             { $0.uploadTask(with: $1, fromFile: fileURL) },
             request: request,
-            options: options
+            options: options,
+            continuation: continuation
         )
     }
 }

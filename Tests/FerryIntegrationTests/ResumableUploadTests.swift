@@ -6,6 +6,9 @@ import Testing
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Apple's server of resumable uploads (swift-nio-extras' `NIOResumableUpload`, built as the
 /// package's `resumable-upload-server`), and a relay that cuts connections
@@ -118,6 +121,126 @@ struct ResumableUploadTests {
             #expect(offsets == offsets.sorted() && offsets.allSatisfy { $0 > 0 })
             // Request heads are under 1 KiB each; bodies never repeat more than a chunk per cut.
             #expect(relayed.bytes <= size + relayed.cuts * (256 << 10) + 64 * 1024, "\(relayed)")
+        }
+    }
+
+    /// A failed upload carries resume data; a new session continues from the server's
+    /// offset, and the server is sent each byte about once.
+    @Test func aFailedUploadsResumeDataContinuesIt() async throws {
+        let directory = try makeTemporaryDirectory("resumable-store")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let scratch = try makeTemporaryDirectory("resumable-source")
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let source = scratch.appendingPathComponent("body.bin")
+        let size = 8 << 20
+        let body = TestContent.data(size: Int64(size), seed: 35)
+        try body.write(to: source)
+        try await ResumableUploadServer.with(storingIn: directory, cutEvery: 3 << 20) { url, relay in
+            let failing = try makeSession { $0.retryPolicy = .none }
+            defer { failing.invalidateAndCancel() }
+            let error = await #expect(throws: FerryError.self) {
+                try await failing.upload(for: post(url), fromFile: source)
+            }
+            #expect(error?.reason == .network, "\(String(describing: error))")
+            let resume = try #require(error?.uploadResumeData)
+            #expect(resume.sourceFile == source)
+            #expect(resume.interopVersion == 6)
+            #expect(resume.totalLength == Int64(size))
+            #expect(resume.bytesSent <= Int64(size))
+            // It travels as JSON, as a program that stops would keep it.
+            let decoded = try UploadResumeData(decoding: resume.encoded())
+            #expect(decoded == resume)
+
+            let session = try makeSession()
+            defer { session.invalidateAndCancel() }
+            let (reply, response) = try await session.upload(resumingWith: decoded)
+            #expect(response.statusCode == 201)
+            #expect(String(decoding: reply, as: UTF8.self) == "stored \(size)\n")
+            #expect(try Data(contentsOf: directory.appendingPathComponent("upload.bin")) == body)
+            let relay = try #require(relay)
+            let relayed = try #require(ResumableUploadServer.forwarded(relay))
+            #expect(relayed.cuts == 2)
+            #expect(relayed.bytes <= size + relayed.cuts * (256 << 10) + 64 * 1024, "\(relayed)")
+        }
+    }
+
+    // MARK: ferry put
+
+    /// `ferry put` through a relay that cuts every 3 MiB: it continues each time, and
+    /// `--json` says where.
+    @Test func ferryPutContinuesAfterEachCutAndSaysWhere() async throws {
+        let directory = try makeTemporaryDirectory("resumable-store")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let scratch = try makeTemporaryDirectory("resumable-put")
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let source = scratch.appendingPathComponent("video.bin")
+        let body = TestContent.data(size: 10 << 20, seed: 37)
+        try body.write(to: source)
+        try await ResumableUploadServer.with(storingIn: directory, cutEvery: 3 << 20) { url, _ in
+            let result = try await ProcessRunner.run(
+                ProcessRunner.ferry,
+                [
+                    "put", "--json", "-X", "POST", "-o", scratch.appendingPathComponent("reply").path, source.path,
+                    url.absoluteString,
+                ]
+            )
+            #expect(result.status == 0, "\(result.stderrText)")
+            let events = String(decoding: result.stdout, as: UTF8.self).split(separator: "\n")
+            let resumed = events.filter { $0.contains("\"resumedAtOffset\"") }
+            #expect(resumed.count == 3, "\(events)")
+            #expect(try Data(contentsOf: directory.appendingPathComponent("upload.bin")) == body)
+            #expect(
+                try String(contentsOf: scratch.appendingPathComponent("reply"), encoding: .utf8)
+                    == "stored \(body.count)\n"
+            )
+            #expect(files(in: scratch) == ["reply", "video.bin"])
+        }
+    }
+
+    /// `kill -9` of `ferry put` half-way, then `ferry put -c`: the upload continues from the
+    /// server's offset, the stored file is identical, and the server was sent each byte once
+    /// (counted by a relay that never cuts).
+    @Test func killDashNineOfFerryPutThenContinue() async throws {
+        let directory = try makeTemporaryDirectory("resumable-store")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let scratch = try makeTemporaryDirectory("resumable-put")
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let source = scratch.appendingPathComponent("video.bin")
+        let size = 8 << 20
+        let body = TestContent.data(size: Int64(size), seed: 38)
+        try body.write(to: source)
+        try await ResumableUploadServer.with(storingIn: directory, cutEvery: 1 << 40) { url, relay in
+            let arguments = ["put", "-X", "POST", source.path, url.absoluteString]
+            let pid = try ProcessRunner.spawn(
+                ProcessRunner.ferry,
+                arguments + ["--limit-rate", "2M"],
+                stdout: scratch.appendingPathComponent("stdout").path,
+                stderr: scratch.appendingPathComponent("stderr").path
+            )
+            // Half the body stored by the server (waited for as a state), then no warning.
+            let stored = directory.appendingPathComponent("upload.bin")
+            for _ in 0..<3000 {
+                let bytes = (try? FileManager.default.attributesOfItem(atPath: stored.path)[.size] as? Int) ?? 0
+                if bytes >= size / 2 { break }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            kill(pid, SIGKILL)
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+            #expect(status & 0x7F == SIGKILL)
+            let kept = files(in: scratch).filter { $0.hasPrefix(".ferry-upload-") }
+            #expect(kept.count == 1, "\(files(in: scratch))")
+
+            let continued = try await ProcessRunner.run(ProcessRunner.ferry, ["put", "-c"] + arguments.dropFirst())
+            #expect(continued.status == 0, "\(continued.stderrText)")
+            #expect(continued.stderrText.contains("continued at byte"), "\(continued.stderrText)")
+            #expect(String(decoding: continued.stdout, as: UTF8.self) == "stored \(size)\n")
+            #expect(try Data(contentsOf: stored) == body)
+            #expect(files(in: scratch).filter { $0.hasPrefix(".ferry-upload-") }.isEmpty)
+            let relay = try #require(relay)
+            let relayed = try #require(ResumableUploadServer.forwarded(relay))
+            // Request heads only beside the body: not a byte of it sent twice to the server.
+            #expect(relayed.bytes <= size + 16 * 1024, "\(relayed)")
         }
     }
 }
@@ -233,6 +356,58 @@ struct ResumableUploadDraftTests {
             #expect(response.statusCode == 201)
             #expect(try Data(contentsOf: directory.appendingPathComponent("upload.bin")) == body)
             #expect(exchanges(server).filter { $0.hasSuffix("complete=?0") && $0.hasPrefix("PUT") }.count == 2)
+        }
+    }
+
+    /// Waits until `task` has handed `bytes` of its body to the connection.
+    func waitForSent(_ task: UploadTask, atLeast bytes: Int64) async {
+        for await event in task.events {
+            if case .sentBodyData(_, let total, _) = event, total >= bytes { return }
+        }
+    }
+
+    /// Cancelling with resume data keeps the upload resource, and the resume data continues
+    /// it from the server's offset; a plain cancel deletes it.
+    @Test func cancellingWithResumeDataKeepsTheResourceAndAPlainCancelDeletesIt() async throws {
+        let body = TestContent.data(size: 6 << 20, seed: 36)
+        try await withServer { session, url, directory, server in
+            let slow = try makeSession { $0.maximumBytesPerSecond = 2 << 20 }
+            defer { slow.invalidateAndCancel() }
+            let task = slow.uploadTask(with: put(url), from: body)
+            task.resume()
+            await waitForSent(task, atLeast: 1 << 20)
+            let produced = await task.cancelProducingResumeData()
+            #expect(task.error?.reason == .cancelled)
+            let resume = try #require(produced, "\(String(describing: task.error)): \(exchanges(server))")
+            #expect(resume.sourceFile == nil)
+            #expect(resume.bytesAcknowledged <= resume.bytesSent)
+            #expect(!exchanges(server).contains("deleted"))
+
+            let (_, response) = try await session.upload(for: put(url), from: Data())  // an unrelated upload
+            #expect(response.statusCode == 200)
+            let continued = session.uploadTask(withResumeData: resume, from: body)
+            continued.resume()
+            var offsets: [Int64] = []
+            for await event in continued.events {
+                if case .resumedAtOffset(let offset, _) = event { offsets.append(offset) }
+            }
+            #expect(continued.error == nil, "\(String(describing: continued.error))")
+            #expect(continued.response?.statusCode == 201)
+            #expect(offsets.count == 1 && offsets[0] >= 1 << 20, "\(offsets)")
+            #expect(try Data(contentsOf: directory.appendingPathComponent("upload.bin")) == body)
+            let wrong = session.uploadTask(withResumeData: resume, from: Data(count: 10))
+            wrong.resume()
+            for await _ in wrong.events {}
+            #expect(wrong.error?.reason == .invalidResumeData)
+
+            let dropped = slow.uploadTask(with: put(url), from: body)
+            dropped.resume()
+            await waitForSent(dropped, atLeast: 1 << 20)
+            dropped.cancel()
+            for await _ in dropped.events {}
+            #expect(dropped.error?.reason == .cancelled)
+            #expect(dropped.error?.uploadResumeData == nil)
+            #expect(exchanges(server).filter { $0 == "deleted" }.count == 1, "\(exchanges(server))")
         }
     }
 

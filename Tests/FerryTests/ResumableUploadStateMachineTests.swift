@@ -47,8 +47,10 @@ struct ResumableUploadStateMachineTests {
         return false
     }
 
-    func isCancel(_ action: Machine.Action) -> Bool {
-        if case .cancel(let url, 8, let error) = action { return url == resource && error.reason == .badServerResponse }
+    func isCancel(_ action: Machine.Action, version: Int = 8) -> Bool {
+        if case .cancel(let url, let named, let error) = action {
+            return url == resource && named == version && error.reason == .badServerResponse
+        }
         return false
     }
 
@@ -375,11 +377,32 @@ struct ResumableUploadStateMachineTests {
 
     @Test func resumeDataStartsWithTheOffset() {
         var machine = machine()
-        #expect(machine.resume(resource: resource, version: 6, sent: 500) == .retrieveOffset(resource, version: 6))
+        #expect(
+            machine.resume(resource: resource, version: 6, acknowledged: 300, sent: 500)
+                == .retrieveOffset(resource, version: 6)
+        )
         let offset = Answer(status: 204, fields: UploadFields(offset: 500, complete: false))
         #expect(
             machine.answered(offset, sentUpTo: 0)
                 == .append(resource, version: 6, offset: 500, count: 500, complete: true)
+        )
+        #expect(machine.acknowledged == 500)
+        var again = self.machine()
+        _ = again.resume(resource: resource, version: 6, acknowledged: 300, sent: 500)
+        let back = Answer(status: 204, fields: UploadFields(offset: 200, complete: false))
+        #expect(isCancel(again.answered(back, sentUpTo: 0), version: 6))
+    }
+
+    @Test func bytesHandedBeforeACancelBoundTheOffsetLater() {
+        var machine = appending()
+        machine.handed(upTo: 700)
+        #expect(machine.sent == 700)
+        _ = machine.failed(network, sentUpTo: 0, cancelled: false)
+        _ = machine.waited()
+        let offset = Answer(status: 204, fields: UploadFields(offset: 650, complete: false))
+        #expect(
+            machine.answered(offset, sentUpTo: 0)
+                == .append(resource, version: 8, offset: 650, count: 350, complete: true)
         )
     }
 

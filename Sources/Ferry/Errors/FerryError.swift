@@ -39,6 +39,10 @@ public struct FerryError: Error, Sendable, Equatable, CustomStringConvertible {
     /// For a download that failed or was cancelled part-way: what continues it
     /// (`NSURLSessionDownloadTaskResumeData` in URLSession's terms).
     public var resumeData: ResumeData?
+    /// For a resumable upload (``ResumableUploadPolicy``) that failed or was cancelled with
+    /// ``UploadTask/cancelProducingResumeData()`` after its upload resource was created: what
+    /// continues it from the server's offset.
+    public var uploadResumeData: UploadResumeData?
 
     /// Creates an error.
     public init(

@@ -41,14 +41,14 @@ public struct ResumeStore: Sendable, Equatable {
         var resumeData: ResumeData
     }
 
-    func fileURL(for key: String, in directory: URL) -> URL {
+    func fileURL(for key: String, in directory: URL, kind: String = "resume") -> URL {
         // FNV-1a, 64 bits: a stable name; the key inside the file settles collisions.
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in key.utf8 {
             hash ^= UInt64(byte)
             hash = hash &* 0x0100_0000_01b3
         }
-        return directory.appendingPathComponent(".ferry-resume-\(String(hash, radix: 16)).json")
+        return directory.appendingPathComponent(".ferry-\(kind)-\(String(hash, radix: 16)).json")
     }
 
     /// The resume data stored for `key`, if any and valid.
@@ -69,23 +69,63 @@ public struct ResumeStore: Sendable, Equatable {
             try storage?.save(resumeData, for: key)
             return
         }
+        try write(Entry(key: key, resumeData: resumeData), to: fileURL(for: key, in: directory), in: directory)
+    }
+
+    private func write(_ entry: some Encodable, to file: URL, in directory: URL) throws {
         try FileSystem.createDirectory(directory, mode: 0o700)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
         encoder.dateEncodingStrategy = Timestamp.encoding()
         let data: Data
         do {
-            data = try encoder.encode(Entry(key: key, resumeData: resumeData))
+            data = try encoder.encode(entry)
         } catch {
             throw FerryError(.fileSystem, "Cannot encode resume data.", underlying: error)
         }
-        try FileSystem.writeAtomically(data, to: fileURL(for: key, in: directory))
+        try FileSystem.writeAtomically(data, to: file)
     }
 
     /// Removes the entry for `key`.
     public func remove(_ key: String) {
         guard let directory else { return storage?.remove(key) ?? () }
         FileSystem.removeIfPresent(fileURL(for: key, in: directory))
+    }
+
+    // MARK: Uploads
+
+    private struct UploadEntry: Codable {
+        var key: String
+        var uploadResumeData: UploadResumeData
+    }
+
+    /// The upload resume data stored for `key`, if any and valid. Upload entries are files of
+    /// their own (`.ferry-upload-<hash>.json`): a download and an upload may share a key.
+    public func uploadResumeData(for key: String) -> UploadResumeData? {
+        guard let directory else { return storage?.uploadResumeData(for: key) }
+        guard let data = try? Data(contentsOf: fileURL(for: key, in: directory, kind: "upload")),
+            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+            object["key"] as? String == key,
+            let inner = object["uploadResumeData"],
+            let innerData = try? JSONSerialization.data(withJSONObject: inner)
+        else { return nil }
+        return try? UploadResumeData(decoding: innerData)
+    }
+
+    /// Stores an upload's `resumeData` under `key`, replacing what was there.
+    public func save(_ resumeData: UploadResumeData, for key: String) throws {
+        guard let directory else {
+            try storage?.save(resumeData, for: key)
+            return
+        }
+        let file = fileURL(for: key, in: directory, kind: "upload")
+        try write(UploadEntry(key: key, uploadResumeData: resumeData), to: file, in: directory)
+    }
+
+    /// Removes the upload entry for `key`.
+    public func removeUpload(_ key: String) {
+        guard let directory else { return storage?.removeUpload(key) ?? () }
+        FileSystem.removeIfPresent(fileURL(for: key, in: directory, kind: "upload"))
     }
 }
 
@@ -99,4 +139,19 @@ public protocol ResumeStorage: AnyObject, Sendable {
     func save(_ resumeData: ResumeData, for key: String) throws
     /// Forgets what was kept for `key`.
     func remove(_ key: String)
+    /// The upload resume data kept for `key`, or `nil`.
+    func uploadResumeData(for key: String) -> UploadResumeData?
+    /// Keeps an upload's `resumeData` for `key`, replacing what was there.
+    func save(_ resumeData: UploadResumeData, for key: String) throws
+    /// Forgets the upload resume data kept for `key`.
+    func removeUpload(_ key: String)
+}
+
+extension ResumeStorage {
+    /// A storage written before uploads resumed keeps none: `nil`.
+    public func uploadResumeData(for key: String) -> UploadResumeData? { nil }
+    /// A storage written before uploads resumed keeps none: nothing is kept.
+    public func save(_ resumeData: UploadResumeData, for key: String) throws {}
+    /// A storage written before uploads resumed keeps none: nothing to forget.
+    public func removeUpload(_ key: String) {}
 }

@@ -96,10 +96,69 @@ extension Session {
         return try await upload(for: request, fromFile: fileURL)
     }
 
-    private func makeUploadTask(_ request: URLRequest, _ body: Result<RequestBody, FerryError>) -> UploadTask {
+    /// An upload task that continues from `resumeData` (from
+    /// ``UploadTask/cancelProducingResumeData()``, a failed upload's
+    /// ``FerryError/uploadResumeData``, or a ``ResumeStore``): it asks the upload resource
+    /// for its offset and sends the rest of the file the upload was made from. If the server
+    /// dropped the resource, the upload starts again from byte 0 at the target. URLSession's
+    /// `uploadTask(withResumeData:)`.
+    ///
+    /// - Parameters:
+    ///   - resumeData: What continues the upload; it must name its ``UploadResumeData/sourceFile``
+    ///     (an upload from data continues with ``uploadTask(withResumeData:from:headers:)``).
+    ///   - headers: Header fields to add, such as credentials, which resume data never keeps.
+    public func uploadTask(withResumeData resumeData: UploadResumeData, headers: [String: String] = [:]) -> UploadTask {
+        let body = Result { () throws -> RequestBody in
+            guard let file = resumeData.sourceFile else {
+                throw FerryError(
+                    .invalidResumeData,
+                    "The upload resume data names no file; give its body with uploadTask(withResumeData:from:)."
+                )
+            }
+            return try RequestBody.file(at: file)
+        }
+        return makeUploadTask(resumeData.request(adding: headers), body.mapError { FerryError.mapping($0) }, resumeData)
+    }
+
+    /// An upload task that continues from `resumeData` with `data`, the whole body the upload
+    /// was made with (the bytes the server holds are not sent again).
+    public func uploadTask(
+        withResumeData resumeData: UploadResumeData,
+        from data: Data,
+        headers: [String: String] = [:]
+    ) -> UploadTask {
+        makeUploadTask(resumeData.request(adding: headers), .success(.data(data)), resumeData)
+    }
+
+    /// Continues an upload from `resumeData`; returns the response body and response.
+    public func upload(
+        resumingWith resumeData: UploadResumeData,
+        headers: [String: String] = [:]
+    ) async throws(FerryError) -> (Data, HTTPResponse) {
+        try await run(uploadTask(withResumeData: resumeData, headers: headers), \.data)
+    }
+
+    private func makeUploadTask(
+        _ request: URLRequest,
+        _ body: Result<RequestBody, FerryError>,
+        _ resume: UploadResumeData? = nil
+    ) -> UploadTask {
         switch body {
         case .success(let body):
-            return register { UploadTask(identifier: $0, request: request, plan: .upload(body), session: self) }
+            if let resume, let length = resume.totalLength, body.length != length {
+                return makeUploadTask(
+                    request,
+                    .failure(
+                        FerryError(
+                            .invalidResumeData,
+                            "The body has \(body.length.map(String.init) ?? "an unknown number of") bytes; the upload it continues has \(length)."
+                        )
+                    )
+                )
+            }
+            let task = register { UploadTask(identifier: $0, request: request, plan: .upload(body), session: self) }
+            if let resume { task.storage.withLock { $0.uploadResume = resume } }
+            return task
         case .failure(let error):
             let task = register {
                 UploadTask(identifier: $0, request: request, plan: .upload(.data(Data())), session: self)

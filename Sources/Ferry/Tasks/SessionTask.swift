@@ -57,6 +57,8 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
         var daemonWaiters: [CheckedContinuation<Void, Never>] = []
         /// The owner asked for resume data when it cancelled.
         var producesResumeData = false
+        /// What an upload task continues (``Session/uploadTask(withResumeData:headers:)``).
+        var uploadResume: UploadResumeData?
         var subscribers: [Int: AsyncStream<TaskEvent>.Continuation] = [:]
         var nextSubscriber = 0
         var completionWaiters: [CheckedContinuation<Void, Never>] = []

@@ -227,6 +227,9 @@ struct TaskClient: Sendable {
             guard case .complete(var error) = storage.machine.transferFinished(error: error) else { return nil }
             // A cancel's reason wins, but the resume data the stopped transfer made survives.
             if error != nil, error?.resumeData == nil { error?.resumeData = transferError?.resumeData }
+            if error != nil, error?.uploadResumeData == nil {
+                error?.uploadResumeData = transferError?.uploadResumeData
+            }
             if error == nil { storage.outcome = outcome }
             return completeLocked(error: error, in: &storage)
         }

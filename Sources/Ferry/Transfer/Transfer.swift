@@ -173,7 +173,11 @@ final class Transfer: Sendable {
     /// cancellation it caused; an error that is already typed says the most (it may carry
     /// resume data) and is kept.
     func ferryError(from error: any Error) -> FerryError {
-        if let error = error as? FerryError, error.resumeData != nil || error.reason != .cancelled { return error }
+        if let error = error as? FerryError,
+            error.resumeData != nil || error.uploadResumeData != nil || error.reason != .cancelled
+        {
+            return error
+        }
         if let reason = stopReason.withLock({ $0 }) { return reason }
         return FerryError.mapping(error)
     }

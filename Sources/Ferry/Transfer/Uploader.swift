@@ -37,10 +37,24 @@ struct Uploader: TransferPart {
             configuration: .init(length: body.length, replayable: body.isReplayable),
             retry: RetryBudget(policy: options.retryPolicy)
         )
-        var action = machine.start()
+        var checkpoint = Checkpoint(uploader: self, request: request, body: body)
+        var action: ResumableUploadStateMachine.Action
+        if let resume = resumption(of: request, body: body) {
+            logger.debug("upload resumes", metadata: ["resource": "\(resume.uploadURL.absoluteString)"])
+            checkpoint.expiresAt = resume.expiresAt
+            action = machine.resume(
+                resource: resume.uploadURL,
+                version: resume.interopVersion,
+                acknowledged: resume.bytesAcknowledged,
+                sent: resume.bytesSent
+            )
+        } else {
+            action = machine.start()
+        }
         var resumed = false
         do {
             while true {
+                checkpoint.note(machine)
                 let reply: Reply
                 switch action {
                 case .probe(let version):
@@ -70,6 +84,8 @@ struct Uploader: TransferPart {
                         logger.debug("upload continues", metadata: ["offset": "\(offset)"])
                     }
                     resumed = true
+                    // Kept before the bytes go: after a crash the server may hold any of them.
+                    checkpoint.note(machine, sendingUpTo: count.map { offset + $0 } ?? .max)
                     task.client.resetSentBytes(to: offset)
                     let part = RequestBody.provided(body.chunks(from: offset, count: count), length: count)
                     reply = try await exchange(patch, body: part, sentFrom: offset, machine: &machine)
@@ -83,6 +99,7 @@ struct Uploader: TransferPart {
                     reply = .next(machine.waited())
                 case .cancel(let resource, let version, let error):
                     await discard(resource, request: request, version: version)
+                    checkpoint.forget()
                     throw error
                 case .fail(let error):
                     throw error
@@ -90,19 +107,95 @@ struct Uploader: TransferPart {
                     throw FerryError(.badServerResponse, "The upload's answer was delivered out of turn.")
                 }
                 switch reply {
-                case .finished(let outcome): return outcome
+                case .finished(let outcome):
+                    checkpoint.forget()
+                    return outcome
                 case .next(let next): action = next
                 }
             }
         } catch {
-            // A task cancelled by its owner gives the upload resource up; a timeout or a
-            // failure keeps it for the server's lifetime of it.
-            if transfer.ferryError(from: error).reason == .cancelled, let resource = machine.resource,
-                let version = machine.version
-            {
+            var failure = transfer.ferryError(from: error)
+            guard failure.uploadResumeData == nil, let resource = machine.resource, let version = machine.version
+            else { throw failure }
+            // A task its owner cancelled gives the upload resource up, unless it asked for
+            // resume data; a failure keeps it, for the server's lifetime of it.
+            if failure.reason == .cancelled, !task.client.producesResumeData {
                 await discard(resource, request: request, version: version)
+                checkpoint.forget()
+                throw failure
             }
-            throw error
+            checkpoint.note(machine)
+            failure.uploadResumeData = checkpoint.resumeData
+            throw failure
+        }
+    }
+
+    /// What continues this upload: the task's resume data, or the session's store entry for
+    /// its key when the task resumes from the store (an entry it does not continue is
+    /// forgotten), or `nil` for a new upload. Resume data past its `max-age` is not used.
+    private func resumption(of request: URLRequest, body: RequestBody) -> UploadResumeData? {
+        let store = configuration.resumeStore
+        var resume = task.storage.withLock { $0.uploadResume }
+        if resume == nil, let store, let kept = store.uploadResumeData(for: options.resumeKey) {
+            if options.resumesFromStore, kept.targetURL == request.url, kept.totalLength == body.length {
+                resume = kept
+            } else {
+                store.removeUpload(options.resumeKey)
+            }
+        }
+        guard let resume, (resume.expiresAt ?? .distantFuture) > Date() else { return nil }
+        return resume
+    }
+
+    /// The upload's resume data as it stands, kept in the session's resume store (when it
+    /// has one) whenever the server acknowledged more, from the moment the upload resource
+    /// exists: a crash loses at most what the server has not acknowledged.
+    private struct Checkpoint {
+        let uploader: Uploader
+        let request: URLRequest
+        let body: RequestBody
+        var resumeData: UploadResumeData?
+        var expiresAt: Date?
+
+        init(uploader: Uploader, request: URLRequest, body: RequestBody) {
+            self.uploader = uploader
+            self.request = request
+            self.body = body
+        }
+
+        /// Notes where the upload stands; `sendingUpTo` bounds the bytes of the append about
+        /// to go.
+        mutating func note(_ machine: ResumableUploadStateMachine, sendingUpTo: Int64 = 0) {
+            guard let resource = machine.resource, let version = machine.version else { return }
+            if let age = machine.limits?.maximumAge { expiresAt = Date().addingTimeInterval(TimeInterval(age)) }
+            var source: URL?
+            if case .file(let url, _) = body { source = url }
+            let current = UploadResumeData(
+                interopVersion: version,
+                request: request,
+                uploadURL: resource,
+                bytesAcknowledged: machine.acknowledged,
+                bytesSent: max(machine.sent, sendingUpTo),
+                totalLength: body.length,
+                sourceFile: source,
+                expiresAt: expiresAt,
+                createdAt: resumeData?.createdAt ?? Date()
+            )
+            let moved =
+                current.uploadURL != resumeData?.uploadURL || current.bytesAcknowledged != resumeData?.bytesAcknowledged
+                || current.bytesSent != resumeData?.bytesSent
+            resumeData = current
+            guard moved, let store = uploader.configuration.resumeStore else { return }
+            do {
+                try store.save(current, for: uploader.options.resumeKey)
+            } catch {
+                uploader.logger.warning("cannot keep the upload's resume data", metadata: ["error": "\(error)"])
+            }
+        }
+
+        mutating func forget() {
+            resumeData = nil
+            uploader.configuration.resumeStore?.removeUpload(uploader.options.resumeKey)
         }
     }
 
@@ -146,8 +239,10 @@ struct Uploader: TransferPart {
             }
         } catch {
             let failure = transfer.ferryError(from: error)
-            let cancelled = Task.isCancelled || failure.reason == .cancelled
-            if cancelled { throw error }
+            if Task.isCancelled || failure.reason == .cancelled {
+                machine.handed(upTo: offset + handed.load(ordering: .relaxed))
+                throw error
+            }
             return .next(machine.failed(failure, sentUpTo: offset + handed.load(ordering: .relaxed), cancelled: false))
         }
     }

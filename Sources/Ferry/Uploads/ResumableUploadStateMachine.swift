@@ -136,10 +136,11 @@ struct ResumableUploadStateMachine: Sendable {
 
     /// The first action of an upload whose resource exists already (resume data): ask for
     /// its offset.
-    mutating func resume(resource: URL, version: Int, sent: Int64) -> Action {
+    mutating func resume(resource: URL, version: Int, acknowledged: Int64, sent: Int64) -> Action {
         self.resource = resource
         self.version = version
-        self.sent = sent
+        self.acknowledged = acknowledged
+        self.sent = max(sent, acknowledged)
         return enter(.retrieving, .retrieveOffset(resource, version: version))
     }
 
@@ -300,6 +301,11 @@ struct ResumableUploadStateMachine: Sendable {
             return enter(.done, .fail(error))
         }
     }
+
+    /// The exchange in flight handed the body up to `offset` to its connection, and ends
+    /// without an event the loop acts on (the task was cancelled): an offset the server
+    /// names later is judged against it.
+    mutating func handed(upTo offset: Int64) { sent = max(sent, offset) }
 
     /// The wait is over: the action it deferred.
     mutating func waited() -> Action {
