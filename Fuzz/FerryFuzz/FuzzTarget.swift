@@ -22,6 +22,9 @@ enum FuzzTarget: String, CaseIterable, Sendable {
     case digestChallenge = "digest-challenge"
     case contentRange = "content-range"
     case resumeData = "resume-data"
+    /// The resumable-upload fields of a response, one `Name: value` per line.
+    case uploadFields = "upload-fields"
+    case uploadResumeData = "upload-resume-data"
 
     /// A fixed clock, so one input always takes one path.
     private static let now = Date(timeIntervalSince1970: 1_780_000_000)
@@ -72,6 +75,16 @@ enum FuzzTarget: String, CaseIterable, Sendable {
             _ = ContentRange(text)
         case .resumeData:
             _ = try? ResumeData(decoding: data)
+        case .uploadFields:
+            let fields = text.split(separator: "\n").compactMap { line -> (name: String, value: String)? in
+                let parts = line.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+                guard parts.count == 2 else { return nil }
+                return (String(parts[0]), parts[1].trimmingCharacters(in: .whitespaces))
+            }
+            _ = UploadFields(HeaderFields(fields))
+            for field in fields { _ = UploadLimits(fieldValue: field.value) }
+        case .uploadResumeData:
+            _ = try? UploadResumeData(decoding: data)
         }
     }
 }

@@ -15,18 +15,32 @@ import Darwin
 struct AddCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "add",
-        abstract: "Add a download to the daemon; prints its id and returns at once.",
-        discussion: "Starts the daemon when none answers (unless --no-start). Follow it with `ferry wait ID`."
+        abstract: "Add a download (or, with --upload, an upload) to the daemon; prints its id and returns at once.",
+        discussion: """
+            Starts the daemon when none answers (unless --no-start). Follow it with `ferry wait ID`.
+            An upload to a server that offers resumable uploads continues from the server's
+            offset after a pause, a failure or the daemon's kill -9; its response body goes to
+            -o (default FILE.response).
+            """
     )
 
-    @Argument(help: "The http or https URL to download.")
+    @Argument(help: "The http or https URL to download from (or upload to).")
     var url: String
 
     @Option(
         name: [.customShort("o"), .customLong("output")],
-        help: "Where the finished file goes (default: the URL's file name here)."
+        help: "Where the finished file (an upload: the response body) goes (default: the URL's file name here)."
     )
     var output: String?
+
+    @Option(name: .customLong("upload"), help: "Upload FILE to the URL instead of downloading.")
+    var upload: String?
+
+    @Option(
+        name: [.customShort("X"), .customLong("request")],
+        help: "An upload's method: POST (the default), PUT or PATCH."
+    )
+    var method: String?
 
     @Option(
         name: [.customShort("H"), .customLong("header")],
@@ -60,13 +74,21 @@ struct AddCommand: AsyncParsableCommand {
             guard let target = URL(string: url), target.host != nil else {
                 throw FerryError(.invalidURL, "'\(url)' is not an http or https URL.")
             }
+            let here = URL(fileURLWithPath: FileManager.default.currentDirectoryPath, isDirectory: true)
             let name = target.lastPathComponent
-            let file = output ?? (name.isEmpty || name == "/" || name == ".." ? "index.html" : name)
-            let destination = URL(
-                fileURLWithPath: file,
-                relativeTo: URL(fileURLWithPath: FileManager.default.currentDirectoryPath, isDirectory: true)
-            ).standardizedFileURL.path
+            let source = upload.map { URL(fileURLWithPath: $0, relativeTo: here).standardizedFileURL }
+            let file =
+                output ?? source.map { $0.path + ".response" }
+                ?? (name.isEmpty || name == "/" || name == ".." ? "index.html" : name)
+            let destination = URL(fileURLWithPath: file, relativeTo: here).standardizedFileURL.path
             var request = BackgroundAPI.AddTask(url: url, destination: destination)
+            if let source {
+                request.kind = .upload
+                request.sourceFile = source.path
+                request.method = method
+            } else if method != nil {
+                throw ValidationError("-X is for uploads (--upload FILE).")
+            }
             var fields: [String: String] = [:]
             for header in headers {
                 guard let colon = header.firstIndex(of: ":") else {

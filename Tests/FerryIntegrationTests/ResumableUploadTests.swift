@@ -1,4 +1,5 @@
 import Ferry
+import FerryBackground
 import FerryTestServer
 import Foundation
 import Testing
@@ -241,6 +242,51 @@ struct ResumableUploadTests {
             let relayed = try #require(ResumableUploadServer.forwarded(relay))
             // Request heads only beside the body: not a byte of it sent twice to the server.
             #expect(relayed.bytes <= size + 16 * 1024, "\(relayed)")
+        }
+    }
+
+    // MARK: The daemon
+
+    /// `ferry add --upload`: the daemon is killed (`kill -9`) half-way through the upload
+    /// and started again; the upload continues from the server's offset, not from 0.
+    @Test func theDaemonsUploadSurvivesKillNine() async throws {
+        let directory = try makeTemporaryDirectory("resumable-store")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let size = 8 << 20
+        let body = TestContent.data(size: Int64(size), seed: 39)
+        try await ResumableUploadServer.with(storingIn: directory, cutEvery: 1 << 40) { url, relay in
+            let daemon = try DaemonProcess()
+            let source = daemon.directory.appendingPathComponent("video.bin")
+            try body.write(to: source)
+            var pid = try await daemon.start(["--limit-rate", "2M"])
+            let id = try await daemon.add(["--upload", source.path, url.absoluteString])
+            let stored = directory.appendingPathComponent("upload.bin")
+            for _ in 0..<3000 {
+                let bytes = (try? FileManager.default.attributesOfItem(atPath: stored.path)[.size] as? Int) ?? 0
+                if bytes >= size / 2 { break }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            DaemonProcess.killNine(pid)
+            let kept = try BackgroundStore(directory: daemon.state)
+                .uploadResumeData(for: BackgroundTaskRecord.resumeKey(for: id))
+            #expect(kept?.uploadURL.path.hasPrefix("/resumable_upload/") == true, "\(String(describing: kept))")
+            pid = try await daemon.start()
+            defer { DaemonProcess.killNine(pid) }
+            let final = try await finalState(of: id, daemon.client)
+            #expect(final.state == .completed, "\(final)")
+            #expect(final.responseStatus == 201)
+            #expect(try Data(contentsOf: stored) == body)
+            #expect(
+                try String(contentsOf: source.appendingPathExtension("response"), encoding: .utf8) == "stored \(size)\n"
+            )
+            let log =
+                (try? String(contentsOf: daemon.directory.appendingPathComponent("daemon.err"), encoding: .utf8)) ?? ""
+            #expect(log.contains("continues at byte"), "\(log)")
+            let relay = try #require(relay)
+            let relayed = try #require(ResumableUploadServer.forwarded(relay))
+            #expect(relayed.bytes <= size + 16 * 1024, "\(relayed)")
+            let store = try BackgroundStore(directory: daemon.state)
+            #expect(store.uploadResumeData(for: BackgroundTaskRecord.resumeKey(for: id)) == nil)
         }
     }
 }

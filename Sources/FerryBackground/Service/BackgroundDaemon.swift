@@ -125,8 +125,10 @@ package actor BackgroundDaemon {
                 stopping[id] = .paused
                 if let download = transfer as? DownloadTask {
                     _ = await download.cancelProducingResumeData()
+                } else if let upload = transfer as? UploadTask {
+                    // A resumable upload keeps its upload resource; another starts over.
+                    _ = await upload.cancelProducingResumeData()
                 } else {
-                    // An upload starts over when resumed.
                     transfer.cancel()
                 }
                 // Answer with the state the pause left, not the one it found.
@@ -219,7 +221,12 @@ package actor BackgroundDaemon {
         }
         if record.kind == .upload, let source = record.sourceFile {
             request.httpMethod = record.method ?? "POST"
-            transfer = session.uploadTask(with: request, fromFile: URL(fileURLWithPath: source))
+            let upload = session.uploadTask(with: request, fromFile: URL(fileURLWithPath: source))
+            // Continued from the server's offset after a pause, a failure or kill -9, when the
+            // server offers resumable uploads.
+            upload.resumeKey = record.resumeKey
+            upload.resumesFromStore = true
+            transfer = upload
         } else {
             let file = URL(fileURLWithPath: record.destination)
             let replacing: DownloadDestination.Options = [.removePreviousFile, .createIntermediateDirectories]
@@ -244,7 +251,8 @@ package actor BackgroundDaemon {
         transfer.resume()
         let logger = self.logger
         Task { [weak self] in
-            for await event in events { Self.log(event, of: id, to: logger) }
+            let upload = transfer is UploadTask
+            for await event in events { Self.log(event, of: id, upload: upload, to: logger) }
             await self?.ended(id, transfer: transfer)
         }
     }
@@ -256,11 +264,13 @@ package actor BackgroundDaemon {
     }
 
     /// What the daemon's log says of a task's event: where it continues, its retries.
-    private static func log(_ event: TaskEvent, of id: Int64, to logger: Logger) {
+    private static func log(_ event: TaskEvent, of id: Int64, upload: Bool, to logger: Logger) {
         switch event {
         case .resumedAtOffset(let offset, let total):
             let of = total.map { " of \($0)" } ?? ""
-            if offset > 0 {
+            if upload {
+                logger.info("task \(id) continues at byte \(offset)\(of): the server's offset")
+            } else if offset > 0 {
                 logger.info("task \(id) resumed at byte \(offset)\(of) (Range + If-Range accepted)")
             } else {
                 logger.info("task \(id) starts from byte 0\(of): the bytes kept cannot be continued")

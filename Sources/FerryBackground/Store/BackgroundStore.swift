@@ -189,7 +189,10 @@ package final class BackgroundStore: Sendable {
             task.finishedAt = Date()
             if state == .failed { task.errorMessage = detail }
             try task.update(db)
-            try db.execute(sql: "DELETE FROM resume WHERE key = ?", arguments: [task.resumeKey])
+            try db.execute(
+                sql: "DELETE FROM resume WHERE key IN (?, ?)",
+                arguments: [task.resumeKey, Self.uploadKey(task.resumeKey)]
+            )
             let kind: BackgroundEventRecord.Kind =
                 switch state {
                 case .completed: .completed
@@ -327,4 +330,43 @@ extension BackgroundStore: ResumeStorage {
     package func remove(_ key: String) {
         _ = try? database.write { db in try db.execute(sql: "DELETE FROM resume WHERE key = ?", arguments: [key]) }
     }
+
+    /// An upload's entry shares the table, under a key of its own.
+    static func uploadKey(_ key: String) -> String { "upload " + key }
+
+    package func uploadResumeData(for key: String) -> UploadResumeData? {
+        guard
+            let data = try? database.read({ db in
+                try Data.fetchOne(db, sql: "SELECT data FROM resume WHERE key = ?", arguments: [Self.uploadKey(key)])
+            })
+        else { return nil }
+        return try? UploadResumeData(decoding: data)
+    }
+
+    /// Stores an upload's resume data, and the bytes the server acknowledged as the task's.
+    package func save(_ resumeData: UploadResumeData, for key: String) throws {
+        do {
+            try database.write { db in
+                try db.execute(
+                    sql:
+                        "INSERT INTO resume (key, data) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET data = excluded.data",
+                    arguments: [Self.uploadKey(key), resumeData.encoded()]
+                )
+                if let id = BackgroundTaskRecord.id(forResumeKey: key) {
+                    try db.execute(
+                        sql: "UPDATE task SET bytesReceived = ?, bytesExpected = ? WHERE id = ?",
+                        arguments: [resumeData.bytesAcknowledged, resumeData.totalLength, id]
+                    )
+                }
+            }
+        } catch {
+            throw FerryError(
+                .fileSystem,
+                "Cannot store an upload's resume data in the daemon's store.",
+                underlying: error
+            )
+        }
+    }
+
+    package func removeUpload(_ key: String) { remove(Self.uploadKey(key)) }
 }
