@@ -61,6 +61,8 @@ enum UploadRunner {
         var key: String
         /// `-c`: continue the kept upload.
         var continues: Bool
+        /// `--tus`: a tus 1.0 upload with this metadata (the URL is the creation endpoint).
+        var tusMetadata: [String: String]?
     }
 
     static func run(
@@ -90,6 +92,7 @@ enum UploadRunner {
         if let continuation {
             task.resumeKey = continuation.key
             task.resumesFromStore = continuation.continues
+            if let metadata = continuation.tusMetadata { task.resumableUploads = .tus(metadata: metadata) }
         }
         let events = task.events
         let showProgress = !options.quiet && !options.json && isatty(STDERR_FILENO) == 1
@@ -138,6 +141,10 @@ enum UploadRunner {
         }
         if speak, continuation?.continues == true, let continuedAt {
             FileHandle.standardError.write(Data("ferry: continued at byte \(continuedAt)\n".utf8))
+        }
+        if continuation?.tusMetadata != nil, let upload = task.uploadURL, !options.json {
+            // tus answers with no body: the upload's URL is what there is to say.
+            print(upload.absoluteString)
         }
         do {
             try ResponseOutput.write(task.receivedData ?? Data(), to: options.output)
@@ -230,6 +237,8 @@ struct PutCommand: AsyncParsableCommand {
             a dropped connection continues from the server's offset (--retries), and an
             interrupted or failed upload keeps its upload resource beside the file
             (.ferry-upload-*.json, private to you): run the same command with -c to continue.
+            With --tus, URL is a tus 1.0 server's creation endpoint; the upload's URL is
+            printed when it completes.
             """
     )
 
@@ -251,20 +260,28 @@ struct PutCommand: AsyncParsableCommand {
     )
     var continueUpload = false
 
+    @Flag(
+        name: .customLong("tus"),
+        help: "Upload with tus 1.0: URL is the creation endpoint; prints the upload's URL."
+    )
+    var tus = false
+
     @OptionGroup var options: TransferOptions
 
     func run() async throws {
-        guard var request = options.request(url, method: method) else {
+        guard var request = options.request(url, method: tus ? "POST" : method) else {
             ExitStatus.exit(with: FerryError(.invalidURL, "'\(url)' is not an http or https URL."))
         }
-        if request.value(forHTTPHeaderField: "Content-Type") == nil {
-            request.setValue(Session.mimeType(forFileNamed: file), forHTTPHeaderField: "Content-Type")
+        let type = Session.mimeType(forFileNamed: file)
+        if request.value(forHTTPHeaderField: "Content-Type") == nil, !tus {
+            request.setValue(type, forHTTPHeaderField: "Content-Type")
         }
         let fileURL = URL(fileURLWithPath: file).standardizedFileURL
         let continuation = UploadRunner.Continuation(
             store: ResumeStore(directory: fileURL.deletingLastPathComponent()),
-            key: "put \(fileURL.path) \(request.url?.absoluteString ?? url)",
-            continues: continueUpload
+            key: "put \(tus ? "tus " : "")\(fileURL.path) \(request.url?.absoluteString ?? url)",
+            continues: continueUpload,
+            tusMetadata: tus ? ["filename": fileURL.lastPathComponent, "filetype": type] : nil
         )
         await UploadRunner.run(
             { $0.uploadTask(with: $1, fromFile: fileURL) },

@@ -477,3 +477,197 @@ struct ResumableUploadDraftTests {
         #expect(echoed.files.first?.sha256 == TestContent.sha256(size: Int64(content.count), seed: 34))
     }
 }
+
+/// tus 1.0 against a server nobody here wrote: tuspyserver (PyPI) on uvicorn, started by each
+/// test (Support/tus_server.py); Debian's python3-tuspy as the second client.
+enum TusServer {
+    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("Support/tus_server.py")
+    static let tuspy = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("Support/tuspy_upload.py")
+    static var required: Bool { ProcessInfo.processInfo.environment["FERRY_REQUIRE_TUS"] == "1" }
+    static let isAvailable = pythonCanImport("tuspyserver") && pythonCanImport("uvicorn")
+    static var enabled: Bool { isAvailable || required }
+    /// Debian's python3-tuspy, for the system's Python.
+    static var hasTuspy: Bool {
+        let check = Process()
+        check.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        check.arguments = ["-c", "import tusclient"]
+        check.standardOutput = FileHandle.nullDevice
+        check.standardError = FileHandle.nullDevice
+        guard (try? check.run()) != nil else { return false }
+        check.waitUntilExit()
+        return check.terminationStatus == 0
+    }
+}
+
+@Suite("tus 1.0 against tuspyserver (PyPI)", .serialized, .enabled(if: TusServer.enabled))
+struct TusUploadTests {
+    /// Starts tuspyserver storing into a directory (with `cutEvery`, behind the cutting relay);
+    /// `body` gets a session, the creation URL, the directory and the relay.
+    func withServer(
+        cutEvery: Int? = nil,
+        _ body: (Session, URL, URL, ServerProcess?) async throws -> Void
+    ) async throws {
+        let directory = try makeTemporaryDirectory("tus-store")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let server = try await ServerProcess(
+            "/usr/bin/env",
+            ["python3", TusServer.script.path, "PORT", directory.path]
+        )
+        defer { server.stop() }
+        var relay: ServerProcess?
+        if let cutEvery {
+            relay = try await ServerProcess(
+                "/usr/bin/env",
+                ["python3", ResumableUploadServer.relay.path, "PORT", "\(server.port)", "\(cutEvery)"]
+            )
+        }
+        defer { relay?.stop() }
+        let session = try makeSession { $0.retryPolicy = RetryPolicy(maximumRetries: 3, baseDelay: 0) }
+        defer { session.invalidateAndCancel() }
+        let creation = try #require(URL(string: "http://127.0.0.1:\(relay?.port ?? server.port)/files/"))
+        try await body(session, creation, directory, relay)
+    }
+
+    func upload(_ body: Data, to creation: URL, in session: Session) async -> UploadTask {
+        let task = session.uploadTask(with: URLRequest(url: creation, method: .post), from: body)
+        // tuspyserver answers HEAD only for uploads whose metadata names filename and filetype.
+        task.resumableUploads = .tus(metadata: Self.metadata)
+        task.resume()
+        for await _ in task.events {}
+        return task
+    }
+
+    static let metadata = ["filename": "video.bin", "filetype": "video/mp4", "note": "ünïcode, with comma"]
+
+    func stored(_ task: UploadTask, in directory: URL) throws -> Data {
+        let id = try #require(task.uploadURL?.lastPathComponent)
+        return try Data(contentsOf: directory.appendingPathComponent(id))
+    }
+
+    /// Through a relay that cuts the connection every 4 MiB: the tus upload continues
+    /// from the offset the server names, and the stored file is byte-identical.
+    ///
+    /// tuspyserver, unlike Apple's server, saves a request's offset only when the request
+    /// ends and holds the upload's lock until a 30 s timeout when its client vanished: its
+    /// `HEAD` may name an offset below what it was sent, and the next `PATCH` waits for the
+    /// lock. Ferry sends again what the server does not hold, as the protocol asks; the
+    /// bytes-sent bound is measured against Apple's server, which keeps what it read.
+    @Test func aTusUploadCutEveryFourMiBContinuesFromTheServersOffset() async throws {
+        let size = 7 << 20
+        let body = TestContent.data(size: Int64(size), seed: 41)
+        try await withServer(cutEvery: 4 << 20) { session, creation, directory, relay in
+            let task = session.uploadTask(with: URLRequest(url: creation, method: .post), from: body)
+            task.resumableUploads = .tus(metadata: Self.metadata)
+            let events = task.events
+            task.resume()
+            var offsets: [Int64] = []
+            for await event in events {
+                if case .resumedAtOffset(let offset, _) = event { offsets.append(offset) }
+            }
+            #expect(task.error == nil, "\(String(describing: task.error))")
+            #expect(try stored(task, in: directory) == body)
+            let relay = try #require(relay)
+            let relayed = try #require(ResumableUploadServer.forwarded(relay))
+            // A server that names offset 0 has the body sent again from there, past the next cut.
+            #expect(relayed.cuts >= 1)
+            #expect(offsets.count >= relayed.cuts && offsets.allSatisfy { $0 < Int64(size) }, "\(offsets)")
+            #expect(relayed.bytes < (relayed.cuts + 1) * size, "\(relayed)")
+        }
+    }
+
+    @Test func aTusUploadIsStoredWholeWithItsMetadataAsTuspyStoresIt() async throws {
+        let body = TestContent.data(size: 3 << 20, seed: 40)
+        try await withServer { session, creation, directory, _ in
+            let task = await upload(body, to: creation, in: session)
+            #expect(task.error == nil, "\(String(describing: task.error))")
+            #expect(task.response?.statusCode == 204)
+            #expect(task.uploadURL?.path.hasPrefix("/files/") == true)
+            #expect(try stored(task, in: directory) == body)
+            let info = try Data(
+                contentsOf: directory.appendingPathComponent(try #require(task.uploadURL?.lastPathComponent) + ".info")
+            )
+            let object = try #require(try JSONSerialization.jsonObject(with: info) as? [String: Any])
+            #expect(object["metadata"] as? [String: String] == Self.metadata, "\(object)")
+
+            // The second client, tuspy, stores the same bytes from the same file.
+            guard TusServer.hasTuspy else {
+                if TusServer.required { Issue.record("python3-tuspy is missing (apt-get install python3-tuspy)") }
+                return
+            }
+            let scratch = try makeTemporaryDirectory("tuspy")
+            defer { try? FileManager.default.removeItem(at: scratch) }
+            let file = scratch.appendingPathComponent("video.bin")
+            try body.write(to: file)
+            let tuspy = try await ProcessRunner.run(
+                "/usr/bin/python3",
+                [TusServer.tuspy.path, creation.absoluteString, file.path]
+            )
+            #expect(tuspy.status == 0, "\(tuspy.stderrText)")
+            let theirs = try #require(URL(string: tuspy.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)))
+            #expect(try Data(contentsOf: directory.appendingPathComponent(theirs.lastPathComponent)) == body)
+        }
+    }
+
+    /// A cancelled tus upload is terminated (DELETE); one cancelled with resume data is
+    /// continued by it.
+    @Test func cancelTerminatesAndResumeDataContinues() async throws {
+        let body = TestContent.data(size: 6 << 20, seed: 42)
+        try await withServer { session, creation, directory, _ in
+            let slow = try makeSession { $0.maximumBytesPerSecond = 2 << 20 }
+            defer { slow.invalidateAndCancel() }
+            let task = slow.uploadTask(with: URLRequest(url: creation, method: .post), from: body)
+            task.resumableUploads = .tus(metadata: Self.metadata)
+            task.resume()
+            for await event in task.events {
+                if case .sentBodyData(_, let total, _) = event, total >= 1 << 20 { break }
+            }
+            let resume = try #require(await task.cancelProducingResumeData())
+            #expect(resume.uploadProtocol == "tus")
+            let continued = session.uploadTask(withResumeData: resume, from: body)
+            continued.resume()
+            for await _ in continued.events {}
+            #expect(continued.error == nil, "\(String(describing: continued.error))")
+            #expect(try stored(continued, in: directory) == body)
+
+            let dropped = slow.uploadTask(with: URLRequest(url: creation, method: .post), from: body)
+            dropped.resumableUploads = .tus(metadata: Self.metadata)
+            dropped.resume()
+            for await event in dropped.events {
+                if case .sentBodyData(_, let total, _) = event, total >= 1 << 20 { break }
+            }
+            dropped.cancel()
+            for await _ in dropped.events {}
+            let gone = try #require(dropped.uploadURL)
+            var head = URLRequest(url: gone, method: .head)
+            head.setValue("1.0.0", forHTTPHeaderField: "Tus-Resumable")
+            let (_, answer) = try await session.data(for: head)
+            #expect(answer.statusCode == 404 || answer.statusCode == 410, "\(answer.statusCode)")
+        }
+    }
+
+    /// `ferry put --tus` prints the upload's URL; the server stored the file.
+    @Test func ferryPutTusPrintsTheUploadsURL() async throws {
+        let body = TestContent.data(size: 2 << 20, seed: 43)
+        try await withServer { _, creation, directory, _ in
+            let scratch = try makeTemporaryDirectory("tus-put")
+            defer { try? FileManager.default.removeItem(at: scratch) }
+            let file = scratch.appendingPathComponent("clip.mp4")
+            try body.write(to: file)
+            let result = try await ProcessRunner.run(
+                ProcessRunner.ferry,
+                ["put", "--tus", file.path, creation.absoluteString]
+            )
+            #expect(result.status == 0, "\(result.stderrText)")
+            let printed = try #require(URL(string: result.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)))
+            #expect(printed.path.hasPrefix("/files/"))
+            #expect(try Data(contentsOf: directory.appendingPathComponent(printed.lastPathComponent)) == body)
+            let info = try String(
+                contentsOf: directory.appendingPathComponent(printed.lastPathComponent + ".info"),
+                encoding: .utf8
+            )
+            #expect(info.contains("clip.mp4") && info.contains("video/mp4"), "\(info)")
+        }
+    }
+}

@@ -412,6 +412,79 @@ struct ResumableUploadStateMachineTests {
         #expect(isFailure(machine.answered(switched, sentUpTo: 100), .badServerResponse))
     }
 
+    // MARK: tus 1.0
+
+    func tus(length: Int64? = 1000) -> Machine {
+        Machine(
+            target: target,
+            configuration: .init(length: length, replayable: true, tus: true),
+            retry: RetryBudget(policy: noDelay)
+        )
+    }
+
+    func tusServer(_ extensions: [String] = ["creation", "termination"], maximum: Int64? = nil) -> Answer {
+        Answer(
+            status: 204,
+            fields: UploadFields(tusVersions: ["1.0.0"], tusExtensions: extensions, tusMaximumSize: maximum)
+        )
+    }
+
+    @Test func tusAsksOptionsThenCreatesThenAppendsToTheEnd() {
+        var machine = tus()
+        #expect(machine.start() == .probe(version: 1))
+        #expect(machine.answered(tusServer(), sentUpTo: 0) == .create(version: 1, length: 1000))
+        let created = Answer(status: 201, location: resource)
+        #expect(
+            machine.answered(created, sentUpTo: 0)
+                == .append(resource, version: 1, offset: 0, count: 1000, complete: true)
+        )
+        let partial = Answer(status: 204, fields: UploadFields(offset: 600))
+        #expect(
+            machine.answered(partial, sentUpTo: 1000)
+                == .append(resource, version: 1, offset: 600, count: 400, complete: true)
+        )
+        #expect(machine.answered(Answer(status: 204, fields: UploadFields(offset: 1000)), sentUpTo: 1000) == .deliver)
+    }
+
+    @Test func aServerThatIsNotTusOrCannotCreateOrTakeTheSizeFails() {
+        var plain = tus()
+        _ = plain.start()
+        #expect(isFailure(plain.answered(Answer(status: 200), sentUpTo: 0), .badServerResponse))
+        var noCreation = tus()
+        _ = noCreation.start()
+        #expect(isFailure(noCreation.answered(tusServer(["termination"]), sentUpTo: 0), .unsupportedConfiguration))
+        var small = tus()
+        _ = small.start()
+        #expect(isFailure(small.answered(tusServer(maximum: 10), sentUpTo: 0), .bodyTooLarge(limit: 10)))
+    }
+
+    @Test func aTusAppendWithoutAnOffsetOrPastTheBodyFails() {
+        var machine = tus()
+        _ = machine.start()
+        _ = machine.answered(tusServer(), sentUpTo: 0)
+        _ = machine.answered(Answer(status: 201, location: resource), sentUpTo: 0)
+        #expect(isFailure(machine.answered(Answer(status: 204), sentUpTo: 1000), .badServerResponse))
+        var past = tus()
+        _ = past.start()
+        _ = past.answered(tusServer(), sentUpTo: 0)
+        _ = past.answered(Answer(status: 201, location: resource), sentUpTo: 0)
+        let claim = Answer(status: 204, fields: UploadFields(offset: 900))
+        guard case .cancel(_, 1, _) = past.answered(claim, sentUpTo: 500) else {
+            Issue.record("an offset past what was sent cancels the tus upload")
+            return
+        }
+    }
+
+    @Test func aTusUploadWhoseLastAnswerWasLostIsCompleteAtItsLength() {
+        var machine = tus()
+        _ = machine.resume(resource: resource, version: 1, acknowledged: 0, sent: 1000)
+        #expect(machine.answered(Answer(status: 200, fields: UploadFields(offset: 1000)), sentUpTo: 0) == .deliver)
+        var conflict = tus()
+        _ = conflict.resume(resource: resource, version: 1, acknowledged: 0, sent: 1000)
+        _ = conflict.answered(Answer(status: 200, fields: UploadFields(offset: 100)), sentUpTo: 0)
+        #expect(conflict.answered(Answer(status: 409), sentUpTo: 100) == .retrieveOffset(resource, version: 1))
+    }
+
     @Test func anAnswerOrAWaitOutOfTurnFails() {
         var machine = machine()
         #expect(isFailure(machine.answered(Answer(status: 200), sentUpTo: 0), .badServerResponse))
@@ -444,6 +517,19 @@ struct UploadFieldsTests {
             #expect(fields([("Upload-Complete", bad)]).complete == nil, "\(bad)")
         }
         #expect(fields([("Upload-Offset", "1"), ("Upload-Offset", "2")]).offset == nil)
+    }
+
+    @Test func tusFieldsAreListsAndAnInteger() {
+        let parsed = fields([
+            ("Tus-Version", "1.0.0, 0.2.2"), ("Tus-Extension", "creation,termination"),
+            ("Tus-Extension", " checksum "), ("Tus-Max-Size", "1073741824"), ("Upload-Offset", "10"),
+        ])
+        #expect(parsed.tusVersions == ["1.0.0", "0.2.2"])
+        #expect(parsed.tusExtensions == ["creation", "termination", "checksum"])
+        #expect(parsed.tusMaximumSize == 1 << 30)
+        #expect(parsed.offset == 10)
+        #expect(UploadFields.tusMetadata([:]) == nil)
+        #expect(UploadFields.tusMetadata(["name": "a b", "type": "ü"]) == "name YSBi,type w7w=")
     }
 
     @Test func limitsAreADictionaryOfIntegers() {

@@ -10,6 +10,10 @@ public class DataTask: SessionTask, @unchecked Sendable {
 /// A data task that sends a body: from `Data`, a file streamed from disk, or an async
 /// sequence of bytes. Like `URLSessionUploadTask`.
 public final class UploadTask: DataTask, @unchecked Sendable {
+    /// The upload resource of a resumable upload (``ResumableUploadPolicy``), once the server
+    /// created it: with tus, the upload's URL; `nil` for an ordinary upload.
+    public var uploadURL: URL? { storage.withLock { $0.uploadURL } }
+
     /// Cancels the upload and returns what continues it from the server's offset, or `nil`
     /// when there is nothing to continue (the server offered no resumable upload, no upload
     /// resource was created yet, or the upload had already finished). The upload resource is

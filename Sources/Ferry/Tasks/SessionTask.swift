@@ -44,6 +44,9 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
         var bytesExpectedToReceive: Int64?
         var redirectPolicy: RedirectPolicy?
         var retryPolicy: RetryPolicy?
+        var resumableUploads: ResumableUploadPolicy?
+        /// A resumable upload's upload resource, once the server created it.
+        var uploadURL: URL?
         var resumeKey: String?
         var checksum: Checksum?
         var resumesFromStore = false
@@ -172,6 +175,13 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
     public var redirectPolicy: RedirectPolicy? {
         get { storage.withLock { $0.redirectPolicy } }
         set { storage.withLock { $0.redirectPolicy = newValue } }
+    }
+
+    /// Whether this upload task uses a resumable-upload protocol, and which; `nil` uses the
+    /// session's ``SessionConfiguration/resumableUploads``. Set it before `resume()`.
+    public var resumableUploads: ResumableUploadPolicy? {
+        get { storage.withLock { $0.resumableUploads } }
+        set { storage.withLock { $0.resumableUploads = newValue } }
     }
 
     /// This task's retry policy for downloads; `nil` uses the session's. Set it before

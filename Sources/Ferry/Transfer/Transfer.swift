@@ -152,7 +152,7 @@ final class Transfer: Sendable {
             }
             let body = try initialBody(for: request)
             if case .upload = origin.plan, let body,
-                Uploader.applies(to: request, body: body, policy: configuration.resumableUploads)
+                Uploader.applies(to: request, body: body, policy: options.resumableUploads)
             {
                 return try await Uploader(transfer: self).upload(request, body: body)
             }

@@ -14,6 +14,8 @@ struct TransferOptions: Sendable {
     let checksum: Checksum?
     /// The task's retry policy, or the session's.
     let retryPolicy: RetryPolicy
+    /// The task's resumable-upload policy, or the session's.
+    let resumableUploads: ResumableUploadPolicy
     /// The task's redirect policy, or the session's.
     let redirectPolicy: RedirectPolicy
     /// Connections a download may use: the task's `maximumConnections`, or the session's.
@@ -34,7 +36,7 @@ struct TransferOptions: Sendable {
         let settings = task.storage.withLock {
             (
                 $0.resumeKey, $0.resumesFromStore, $0.checksum, $0.retryPolicy, $0.redirectPolicy,
-                $0.maximumConnections, $0.priority
+                $0.maximumConnections, $0.priority, $0.resumableUploads
             )
         }
         resumeKey = settings.0 ?? task.originalRequest.url?.absoluteString ?? "\(task.taskIdentifier)"
@@ -44,6 +46,7 @@ struct TransferOptions: Sendable {
         redirectPolicy = settings.4 ?? configuration.redirectPolicy
         connections = max(1, settings.5 ?? configuration.maximumConnectionsPerDownload)
         priority = settings.6
+        resumableUploads = settings.7 ?? configuration.resumableUploads
         let requested = task.originalRequest.timeoutInterval
         let own = requested > 0 && requested != Self.foundationDefaultTimeout
         idleTimeout = own ? requested : configuration.timeoutIntervalForRequest

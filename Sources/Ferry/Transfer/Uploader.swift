@@ -16,7 +16,10 @@ struct Uploader: TransferPart {
     /// Whether an upload of `body` with `request` asks the server for resumption: the
     /// session's policy allows it, the body can be produced again, and it is not small.
     static func applies(to request: URLRequest, body: RequestBody, policy: ResumableUploadPolicy) -> Bool {
-        guard policy.isEnabled, body.isReplayable else { return false }
+        guard policy.isEnabled else { return false }
+        // A tus upload goes to the tus server whatever the body; the upload says what it lacks.
+        if case .tus = policy.uploadProtocol { return true }
+        guard body.isReplayable else { return false }
         switch request.method {
         case .post, .put, .patch: break
         default: return false
@@ -32,14 +35,22 @@ struct Uploader: TransferPart {
 
     func upload(_ request: URLRequest, body: RequestBody) async throws -> TaskOutcome {
         guard let target = request.url else { throw FerryError(.invalidURL, "The request has no URL.") }
+        let resume = resumption(of: request, body: body)
+        var metadata: [String: String]?
+        if case .tus(let given) = options.resumableUploads.uploadProtocol { metadata = given }
+        let tus = resume.map { $0.uploadProtocol == UploadResumeData.tus } ?? (metadata != nil)
+        if tus { try Self.checkTus(body: body, metadata: metadata ?? [:]) }
         var machine = ResumableUploadStateMachine(
             target: target,
-            configuration: .init(length: body.length, replayable: body.isReplayable),
+            configuration: .init(length: body.length, replayable: body.isReplayable, tus: tus),
             retry: RetryBudget(policy: options.retryPolicy)
         )
         var checkpoint = Checkpoint(uploader: self, request: request, body: body)
+        let ask = { (url: URL, method: String, version: Int) in
+            protocolRequest(request, to: url, method: method, version: version, tus: tus)
+        }
         var action: ResumableUploadStateMachine.Action
-        if let resume = resumption(of: request, body: body) {
+        if let resume {
             logger.debug("upload resumes", metadata: ["resource": "\(resume.uploadURL.absoluteString)"])
             checkpoint.expiresAt = resume.expiresAt
             action = machine.resume(
@@ -58,9 +69,18 @@ struct Uploader: TransferPart {
                 let reply: Reply
                 switch action {
                 case .probe(let version):
-                    var probe = protocolRequest(request, to: target, method: "OPTIONS", version: version)
-                    probe.setValue(nil, forHTTPHeaderField: UploadFields.Name.complete)
+                    var probe = ask(target, "OPTIONS", version)
+                    // tus: every request but OPTIONS names the version.
+                    if tus { probe.setValue(nil, forHTTPHeaderField: UploadFields.Name.tusResumable) }
                     reply = try await exchange(probe, body: nil, sentFrom: 0, machine: &machine)
+                case .create(let version, let length) where tus:
+                    var creation = ask(target, "POST", version)
+                    creation.setValue(length.map { "\($0)" }, forHTTPHeaderField: UploadFields.Name.length)
+                    creation.setValue(
+                        UploadFields.tusMetadata(metadata ?? [:]),
+                        forHTTPHeaderField: UploadFields.Name.uploadMetadata
+                    )
+                    reply = try await exchange(creation, body: .data(Data()), sentFrom: 0, machine: &machine)
                 case .create(let version, let length):
                     var creation = request
                     creation.httpBody = nil
@@ -72,13 +92,18 @@ struct Uploader: TransferPart {
                 case .sendPlain:
                     reply = try await exchange(request, body: body, sentFrom: 0, machine: &machine)
                 case .retrieveOffset(let resource, let version):
-                    let head = protocolRequest(request, to: resource, method: "HEAD", version: version)
+                    let head = ask(resource, "HEAD", version)
                     reply = try await exchange(head, body: nil, sentFrom: 0, machine: &machine)
                 case .append(let resource, let version, let offset, let count, let complete):
-                    var patch = protocolRequest(request, to: resource, method: "PATCH", version: version)
-                    patch.setValue("application/partial-upload", forHTTPHeaderField: "Content-Type")
+                    var patch = ask(resource, "PATCH", version)
+                    patch.setValue(
+                        tus ? "application/offset+octet-stream" : "application/partial-upload",
+                        forHTTPHeaderField: "Content-Type"
+                    )
                     patch.setValue("\(offset)", forHTTPHeaderField: UploadFields.Name.offset)
-                    patch.setValue(UploadFields.serialize(complete), forHTTPHeaderField: UploadFields.Name.complete)
+                    if !tus {
+                        patch.setValue(UploadFields.serialize(complete), forHTTPHeaderField: UploadFields.Name.complete)
+                    }
                     if offset > 0 || resumed {
                         task.client.publish(.resumedAtOffset(offset, expectedTotalBytes: body.length))
                         logger.debug("upload continues", metadata: ["offset": "\(offset)"])
@@ -98,7 +123,7 @@ struct Uploader: TransferPart {
                     try await transfer.waitBeforeRetry(.seconds(delay))
                     reply = .next(machine.waited())
                 case .cancel(let resource, let version, let error):
-                    await discard(resource, request: request, version: version)
+                    await discard(ask(resource, "DELETE", version))
                     checkpoint.forget()
                     throw error
                 case .fail(let error):
@@ -120,7 +145,7 @@ struct Uploader: TransferPart {
             // A task its owner cancelled gives the upload resource up, unless it asked for
             // resume data; a failure keeps it, for the server's lifetime of it.
             if failure.reason == .cancelled, !task.client.producesResumeData {
-                await discard(resource, request: request, version: version)
+                await discard(ask(resource, "DELETE", version))
                 checkpoint.forget()
                 throw failure
             }
@@ -171,6 +196,7 @@ struct Uploader: TransferPart {
             var source: URL?
             if case .file(let url, _) = body { source = url }
             let current = UploadResumeData(
+                tus: machine.configuration.tus,
                 interopVersion: version,
                 request: request,
                 uploadURL: resource,
@@ -185,6 +211,7 @@ struct Uploader: TransferPart {
                 current.uploadURL != resumeData?.uploadURL || current.bytesAcknowledged != resumeData?.bytesAcknowledged
                 || current.bytesSent != resumeData?.bytesSent
             resumeData = current
+            if moved { uploader.task.storage.withLock { $0.uploadURL = resource } }
             guard moved, let store = uploader.configuration.resumeStore else { return }
             do {
                 try store.save(current, for: uploader.options.resumeKey)
@@ -248,22 +275,48 @@ struct Uploader: TransferPart {
     }
 
     /// A request of the protocol to `url`: the original request's fields (its credentials
-    /// and cookies: the upload resource is on its origin) without its representation's.
-    private func protocolRequest(_ original: URLRequest, to url: URL, method: String, version: Int) -> URLRequest {
+    /// and cookies: the upload resource is on its origin) without its representation's, and
+    /// the protocol's version (`Upload-Draft-Interop-Version`, or tus's `Tus-Resumable`).
+    private func protocolRequest(
+        _ original: URLRequest,
+        to url: URL,
+        method: String,
+        version: Int,
+        tus: Bool
+    ) -> URLRequest {
         var request = URLRequest(url: url)
         request.httpMethod = method
         for (name, value) in original.allHTTPHeaderFields ?? [:]
         where !name.lowercased().hasPrefix("content-") && name.lowercased() != "transfer-encoding" {
             request.setValue(value, forHTTPHeaderField: name)
         }
-        request.setValue("\(version)", forHTTPHeaderField: UploadFields.Name.interopVersion)
+        if tus {
+            request.setValue("1.0.0", forHTTPHeaderField: UploadFields.Name.tusResumable)
+        } else {
+            request.setValue("\(version)", forHTTPHeaderField: UploadFields.Name.interopVersion)
+        }
         return request
+    }
+
+    /// What a tus upload needs: a body of known length that can be read again, and metadata
+    /// keys tus can carry (ASCII, no space or comma).
+    private static func checkTus(body: RequestBody, metadata: [String: String]) throws(FerryError) {
+        guard body.length != nil, body.isReplayable else {
+            throw FerryError(
+                .unsupportedConfiguration,
+                "A tus upload needs a body of known length that can be read again (data, a file, a body provider)."
+            )
+        }
+        for key in metadata.keys
+        where key.isEmpty || !key.allSatisfy({ $0.isASCII && $0 != " " && $0 != "," && !$0.isNewline }) {
+            throw FerryError(.invalidRequest, "The tus metadata key '\(key)' is not ASCII without spaces or commas.")
+        }
     }
 
     /// `DELETE` to the upload resource, given at most five seconds, its answer ignored; it
     /// runs even when the task was cancelled.
-    private func discard(_ resource: URL, request: URLRequest, version: Int) async {
-        let deletion = protocolRequest(request, to: resource, method: "DELETE", version: version)
+    private func discard(_ deletion: URLRequest) async {
+        let resource = deletion.url?.absoluteString ?? ""
         let transfer = self.transfer
         let attempt = Task {
             if let exchange = try? await transfer.exchange(deletion, body: nil) { await exchange.body.drain() }
@@ -274,6 +327,6 @@ struct Uploader: TransferPart {
         }
         await attempt.value
         deadline.cancel()
-        logger.debug("upload resource cancelled", metadata: ["url": "\(resource.absoluteString)"])
+        logger.debug("upload resource cancelled", metadata: ["url": "\(resource)"])
     }
 }

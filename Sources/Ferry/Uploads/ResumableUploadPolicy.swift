@@ -14,11 +14,28 @@
 /// configuration.resumableUploads = .disabled                      // never ask
 /// configuration.resumableUploads = .automatic(minimumSize: 0)     // ask for every upload
 /// ```
+///
+/// tus 1.0 (tus.io: core, creation with `Upload-Metadata`, termination) is the protocol of
+/// many upload services; it is chosen for a task (or a session) with ``tus(metadata:)``,
+/// and the request's URL is then the tus creation endpoint:
+///
+/// ```swift
+/// let task = session.uploadTask(with: URLRequest(url: creationURL, method: .post), fromFile: video)
+/// task.resumableUploads = .tus(metadata: ["filename": "video.mp4"])
+/// task.resume()   // task.uploadURL names the upload once the server created it
+/// ```
 public struct ResumableUploadPolicy: Sendable, Equatable {
     /// Whether uploads ask the server.
     public var isEnabled: Bool
-    /// Uploads smaller than this many bytes are sent as they are, without asking.
+    /// Uploads smaller than this many bytes are sent as they are, without asking (the IETF
+    /// draft only: a tus upload always goes to the tus server).
     public var minimumSize: Int64
+    /// The protocol: the IETF draft, or tus 1.0 with this metadata.
+    enum UploadProtocol: Sendable, Equatable {
+        case ietfDraft
+        case tus(metadata: [String: String])
+    }
+    let uploadProtocol: UploadProtocol
 
     /// Ask the server for uploads of at least 1 MiB (or of unknown length).
     public static let automatic = ResumableUploadPolicy(isEnabled: true, minimumSize: 1 << 20)
@@ -30,8 +47,16 @@ public struct ResumableUploadPolicy: Sendable, Equatable {
         ResumableUploadPolicy(isEnabled: true, minimumSize: max(0, minimumSize))
     }
 
-    private init(isEnabled: Bool, minimumSize: Int64) {
+    /// tus 1.0: the request's URL is the creation endpoint (`POST`); `metadata` goes in
+    /// `Upload-Metadata` (values base64-encoded). A server that does not answer `OPTIONS` as
+    /// a tus 1.0 server with the creation extension fails the task.
+    public static func tus(metadata: [String: String] = [:]) -> ResumableUploadPolicy {
+        ResumableUploadPolicy(isEnabled: true, minimumSize: 0, uploadProtocol: .tus(metadata: metadata))
+    }
+
+    private init(isEnabled: Bool, minimumSize: Int64, uploadProtocol: UploadProtocol = .ietfDraft) {
         self.isEnabled = isEnabled
         self.minimumSize = minimumSize
+        self.uploadProtocol = uploadProtocol
     }
 }

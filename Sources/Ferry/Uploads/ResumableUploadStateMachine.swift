@@ -27,6 +27,12 @@ import Foundation
 ///   transient status the request loop gave up on).
 /// - ``waited()`` — the wait of ``Action/wait(attempt:delay:after:)`` is over.
 ///
+/// ## tus 1.0
+/// With ``Configuration/tus``, the same loop speaks tus: `OPTIONS` must name version 1.0.0
+/// and the creation extension (the version in actions is then 1), the creation is tus's
+/// `POST` with `Upload-Length`, `HEAD` and `PATCH` carry `Tus-Resumable`, and the upload is
+/// complete when the server's offset reaches the length: that answer is delivered.
+///
 /// ## Guarantees
 /// - Bytes the server acknowledged are never sent again; an offset beyond what was sent, or
 ///   below one acknowledged before, fails the upload (and cancels the upload resource).
@@ -44,6 +50,8 @@ struct ResumableUploadStateMachine: Sendable {
         var replayable: Bool
         /// Interop versions, in the order they are tried.
         var versions: [Int] = [8, 6]
+        /// The IETF draft, or tus 1.0.
+        var tus = false
         /// Most `409 (Conflict)` answers in a row before the upload fails.
         var maximumConflicts = 3
         /// Most times a vanished upload resource is created again.
@@ -130,6 +138,7 @@ struct ResumableUploadStateMachine: Sendable {
 
     /// The first action: ask the server whether it offers resumption.
     mutating func start() -> Action {
+        if configuration.tus { return probe(Self.tusVersion) }
         guard let first = configuration.versions.first else { return enter(.plain, .sendPlain) }
         return probe(first)
     }
@@ -173,8 +182,12 @@ struct ResumableUploadStateMachine: Sendable {
         }
     }
 
+    /// The version actions name for tus 1.0.0.
+    static let tusVersion = 1
+
     private mutating func probed(_ answer: Answer, version: Int) -> Action {
         let fields = answer.fields
+        if configuration.tus { return probedTus(answer) }
         if (200..<300).contains(answer.status), let limits = fields.limits,
             fields.interopVersion == nil || fields.interopVersion == version
         {
@@ -202,6 +215,27 @@ struct ResumableUploadStateMachine: Sendable {
     private mutating func probe(_ version: Int) -> Action {
         if !tried.contains(version) { tried.append(version) }
         return enter(.probing(version: version), .probe(version: version))
+    }
+
+    private mutating func probedTus(_ answer: Answer) -> Action {
+        let fields = answer.fields
+        guard (200..<300).contains(answer.status), fields.tusVersions.contains("1.0.0") else {
+            return fail(
+                .badServerResponse,
+                "The server did not answer OPTIONS as a tus 1.0.0 server (HTTP \(answer.status), Tus-Version: \(fields.tusVersions.joined(separator: ", ")))."
+            )
+        }
+        guard fields.tusExtensions.contains("creation") else {
+            return fail(.unsupportedConfiguration, "The tus server does not offer the creation extension.")
+        }
+        if let maximum = fields.tusMaximumSize, let length = configuration.length, length > maximum {
+            return fail(.bodyTooLarge(limit: maximum), "The tus server takes uploads of at most \(maximum) bytes.")
+        }
+        version = Self.tusVersion
+        return enter(
+            .creating(version: Self.tusVersion),
+            .create(version: Self.tusVersion, length: configuration.length)
+        )
     }
 
     private mutating func created(_ answer: Answer, version: Int) -> Action {
@@ -240,6 +274,11 @@ struct ResumableUploadStateMachine: Sendable {
             return fail(.badServerResponse, "The upload resource did not say its offset (Upload-Offset).")
         }
         if let refusal = refusal(of: offset) { return refusal }
+        if configuration.tus, offset == configuration.length {
+            // Every byte is there: the answer is the upload's last.
+            acknowledged = offset
+            return enter(.done, .deliver)
+        }
         if answer.fields.complete == true {
             // Complete: only the final response was lost. Appending nothing asks the
             // server to repeat it.
@@ -253,6 +292,7 @@ struct ResumableUploadStateMachine: Sendable {
 
     private mutating func appended(_ answer: Answer, offset: Int64, count: Int64?, complete: Bool) -> Action {
         let fields = answer.fields
+        if configuration.tus { return appendedTus(answer, offset: offset) }
         if fields.complete == true { return enter(.done, .deliver) }
         // Some servers (Apple's, interop version 6) leave `Upload-Complete` out of the final
         // response: a success to the request that completed the upload is that response.
@@ -269,6 +309,31 @@ struct ResumableUploadStateMachine: Sendable {
             return nextAppend(from: now)
         case 409:
             return conflicted(at: fields.offset, reason: "answered 409 (Conflict)")
+        case 404, 410:
+            return vanished(answer.status)
+        case let status where RetryPolicy.retriedStatuses.contains(status):
+            return failed(statusError(status), sentUpTo: sent, cancelled: false)
+        default:
+            return enter(.done, .deliver)
+        }
+    }
+
+    /// A tus `PATCH`'s answer: `204` with the new offset; the upload is complete when it
+    /// reaches the length.
+    private mutating func appendedTus(_ answer: Answer, offset: Int64) -> Action {
+        switch answer.status {
+        case 200..<300:
+            guard let now = answer.fields.offset else {
+                return fail(.badServerResponse, "The tus server did not say the new offset (Upload-Offset).")
+            }
+            if let refusal = refusal(of: now) { return refusal }
+            if now == configuration.length {
+                acknowledged = now
+                return enter(.done, .deliver)
+            }
+            return nextAppend(from: now)
+        case 409:
+            return conflicted(at: nil, reason: "answered 409 (Conflict)")
         case 404, 410:
             return vanished(answer.status)
         case let status where RetryPolicy.retriedStatuses.contains(status):

@@ -20,6 +20,12 @@ struct UploadFields: Sendable, Equatable {
     var limits: UploadLimits?
     /// `Upload-Draft-Interop-Version`.
     var interopVersion: Int?
+    /// tus: `Tus-Version`, the protocol versions the server speaks.
+    var tusVersions: [String] = []
+    /// tus: `Tus-Extension`.
+    var tusExtensions: [String] = []
+    /// tus: `Tus-Max-Size`.
+    var tusMaximumSize: Int64?
 
     /// The names of the fields.
     enum Name {
@@ -28,6 +34,11 @@ struct UploadFields: Sendable, Equatable {
         static let length = "Upload-Length"
         static let limit = "Upload-Limit"
         static let interopVersion = "Upload-Draft-Interop-Version"
+        static let tusResumable = "Tus-Resumable"
+        static let tusVersion = "Tus-Version"
+        static let tusExtension = "Tus-Extension"
+        static let tusMaximumSize = "Tus-Max-Size"
+        static let uploadMetadata = "Upload-Metadata"
     }
 
     init(
@@ -35,13 +46,19 @@ struct UploadFields: Sendable, Equatable {
         complete: Bool? = nil,
         length: Int64? = nil,
         limits: UploadLimits? = nil,
-        interopVersion: Int? = nil
+        interopVersion: Int? = nil,
+        tusVersions: [String] = [],
+        tusExtensions: [String] = [],
+        tusMaximumSize: Int64? = nil
     ) {
         self.offset = offset
         self.complete = complete
         self.length = length
         self.limits = limits
         self.interopVersion = interopVersion
+        self.tusVersions = tusVersions
+        self.tusExtensions = tusExtensions
+        self.tusMaximumSize = tusMaximumSize
     }
 
     /// The fields of `headers`; a field that is repeated or malformed counts as absent.
@@ -55,6 +72,21 @@ struct UploadFields: Sendable, Equatable {
         length = single(Name.length).flatMap(StructuredField.nonNegativeInteger)
         limits = single(Name.limit).flatMap(UploadLimits.init(fieldValue:))
         interopVersion = single(Name.interopVersion).flatMap(StructuredField.nonNegativeInteger).map { Int($0) }
+        func list(_ name: String) -> [String] {
+            headers.values(for: name).flatMap { $0.split(separator: ",") }
+                .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        }
+        tusVersions = list(Name.tusVersion)
+        tusExtensions = list(Name.tusExtension)
+        tusMaximumSize = single(Name.tusMaximumSize).flatMap(StructuredField.nonNegativeInteger)
+    }
+
+    /// tus's `Upload-Metadata`: each key with its value in base64, keys in order.
+    static func tusMetadata(_ metadata: [String: String]) -> String? {
+        guard !metadata.isEmpty else { return nil }
+        return metadata.sorted { $0.key < $1.key }
+            .map { "\($0.key) \(Data($0.value.utf8).base64EncodedString())" }
+            .joined(separator: ",")
     }
 
     /// A Boolean's serialization.

@@ -27,9 +27,10 @@ public struct UploadResumeData: Codable, Sendable, Equatable {
 
     /// The format version.
     public var version: Int
-    /// The protocol of the upload resource: `"ietf-draft"` (draft-ietf-httpbis-resumable-upload).
+    /// The protocol of the upload resource: `"ietf-draft"` (draft-ietf-httpbis-resumable-upload)
+    /// or `"tus"` (tus 1.0).
     public var uploadProtocol: String
-    /// The draft's interop version the server speaks.
+    /// The draft's interop version the server speaks (1 for tus 1.0.0).
     public var interopVersion: Int
     /// The URL the upload was made to (the target resource).
     public var targetURL: URL
@@ -54,8 +55,11 @@ public struct UploadResumeData: Codable, Sendable, Equatable {
 
     /// The name of the draft's protocol in ``uploadProtocol``.
     static let ietfDraft = "ietf-draft"
+    /// The name of tus 1.0 in ``uploadProtocol``.
+    static let tus = "tus"
 
     init(
+        tus: Bool = false,
         interopVersion: Int,
         request: URLRequest,
         uploadURL: URL,
@@ -67,7 +71,7 @@ public struct UploadResumeData: Codable, Sendable, Equatable {
         createdAt: Date = Date()
     ) {
         version = Self.currentVersion
-        uploadProtocol = Self.ietfDraft
+        uploadProtocol = tus ? Self.tus : Self.ietfDraft
         self.interopVersion = interopVersion
         targetURL = request.url ?? uploadURL
         method = request.httpMethod ?? "POST"
@@ -100,7 +104,7 @@ public struct UploadResumeData: Codable, Sendable, Equatable {
             )
         }
         let web = ["http", "https"]
-        guard decoded.uploadProtocol == Self.ietfDraft, decoded.bytesAcknowledged >= 0,
+        guard [Self.ietfDraft, Self.tus].contains(decoded.uploadProtocol), decoded.bytesAcknowledged >= 0,
             decoded.bytesSent >= decoded.bytesAcknowledged,
             decoded.totalLength.map({ $0 >= decoded.bytesAcknowledged }) ?? true,
             web.contains(decoded.targetURL.scheme?.lowercased() ?? ""),

@@ -1,17 +1,19 @@
 """A TCP relay that cuts its connections: every CUT bytes that clients send through it.
 
-    python3 cutting_relay.py PORT TARGET_PORT CUT
+    python3 cutting_relay.py PORT TARGET_PORT CUT [reset]
 
 Listens on 127.0.0.1:PORT and forwards each connection to 127.0.0.1:TARGET_PORT. When the
 bytes forwarded from clients to the target reach the next multiple of CUT (counted over all
 connections), the relay forwards exactly up to it, then resets the client's connection and
-closes the target's (so the target still reads every byte it was given). After each cut and
+closes the target's (so the target still reads every byte it was given; with `reset`, it
+resets the target's connection too, as a network that fails both ways). After each cut and
 each connection's end it prints `forwarded N cuts K`: N is what the target was sent in all.
 """
 import asyncio
 import sys
 
 port, target, cut = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+reset = len(sys.argv) > 4 and sys.argv[4] == "reset"
 state = {"forwarded": 0, "next": cut, "cuts": 0}
 
 
@@ -33,7 +35,10 @@ async def upstream(reader, writer, client_writer):
                 state["next"] += cut
                 state["cuts"] += 1
                 client_writer.transport.abort()
-                writer.close()
+                if reset:
+                    writer.transport.abort()
+                else:
+                    writer.close()
                 report()
                 return
             writer.write(chunk)
