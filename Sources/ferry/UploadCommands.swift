@@ -63,6 +63,8 @@ enum UploadRunner {
         var continues: Bool
         /// `--tus`: a tus 1.0 upload with this metadata (the URL is the creation endpoint).
         var tusMetadata: [String: String]?
+        /// `--no-resumable`: one ordinary request.
+        var disabled = false
     }
 
     static func run(
@@ -93,6 +95,7 @@ enum UploadRunner {
             task.resumeKey = continuation.key
             task.resumesFromStore = continuation.continues
             if let metadata = continuation.tusMetadata { task.resumableUploads = .tus(metadata: metadata) }
+            if continuation.disabled { task.resumableUploads = .disabled }
         }
         let events = task.events
         let showProgress = !options.quiet && !options.json && isatty(STDERR_FILENO) == 1
@@ -261,12 +264,25 @@ struct PutCommand: AsyncParsableCommand {
     var continueUpload = false
 
     @Flag(
+        name: .customLong("no-resumable"),
+        help: "Send one ordinary request: do not ask whether the server offers resumable uploads."
+    )
+    var noResumable = false
+
+    @Flag(
         name: .customLong("tus"),
         help: "Upload with tus 1.0: URL is the creation endpoint; prints the upload's URL."
     )
     var tus = false
 
     @OptionGroup var options: TransferOptions
+
+    func validate() throws {
+        if tus && noResumable { throw ValidationError("--tus and --no-resumable cannot go together.") }
+        if continueUpload && noResumable {
+            throw ValidationError("-c continues a resumable upload; drop --no-resumable.")
+        }
+    }
 
     func run() async throws {
         guard var request = options.request(url, method: tus ? "POST" : method) else {
@@ -281,7 +297,8 @@ struct PutCommand: AsyncParsableCommand {
             store: ResumeStore(directory: fileURL.deletingLastPathComponent()),
             key: "put \(tus ? "tus " : "")\(fileURL.path) \(request.url?.absoluteString ?? url)",
             continues: continueUpload,
-            tusMetadata: tus ? ["filename": fileURL.lastPathComponent, "filetype": type] : nil
+            tusMetadata: tus ? ["filename": fileURL.lastPathComponent, "filetype": type] : nil,
+            disabled: noResumable
         )
         await UploadRunner.run(
             { $0.uploadTask(with: $1, fromFile: fileURL) },
