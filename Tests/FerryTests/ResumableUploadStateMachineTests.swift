@@ -181,6 +181,15 @@ struct ResumableUploadStateMachineTests {
         #expect(isCancel(machine.answered(created(offset: 10), sentUpTo: 0)))
     }
 
+    @Test func aResourceCreatedWithASizeLimitTheBodyExceedsIsCancelled() {
+        var machine = machine()
+        _ = machine.start()
+        _ = machine.answered(supported(), sentUpTo: 0)
+        var created = created()
+        created.fields.limits = UploadLimits(maximumSize: 999)
+        #expect(isCancel(machine.answered(created, sentUpTo: 0)))
+    }
+
     @Test func theAppendSizeLimitSplitsTheBodyIntoAppends() {
         var machine = appending(limits: UploadLimits(maximumAppendSize: 400))
         let acknowledged = Answer(status: 204, fields: UploadFields(offset: 400, complete: false))

@@ -256,6 +256,13 @@ struct ResumableUploadStateMachine: Sendable {
             )
         }
         resource = location
+        // Limits that came with the resource and rule the body out: give the resource up.
+        if let maximum = limits?.maximumSize, let length = configuration.length, length > maximum {
+            return cancel(
+                .badServerResponse,
+                "The upload resource takes at most \(maximum) bytes; the body has \(length)."
+            )
+        }
         if let offset = answer.fields.offset, offset != 0 {
             return cancel(.badServerResponse, "The server holds \(offset) bytes of an upload it just created.")
         }
