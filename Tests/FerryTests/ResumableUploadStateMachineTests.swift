@@ -455,6 +455,30 @@ struct ResumableUploadStateMachineTests {
         #expect(machine.answered(Answer(status: 204, fields: UploadFields(offset: 1000)), sentUpTo: 1000) == .deliver)
     }
 
+    @Test func aSmallBodyGoesWithTheCreationWhenTheServerOffersIt() {
+        var machine = tus()
+        _ = machine.start()
+        let offering = tusServer(["creation", "creation-with-upload"])
+        #expect(machine.answered(offering, sentUpTo: 0) == .createWithBody(version: 1))
+        let whole = Answer(status: 201, fields: UploadFields(offset: 1000), location: resource)
+        #expect(machine.answered(whole, sentUpTo: 1000) == .deliver)
+        #expect(machine.resource == resource)
+
+        var cut = tus()
+        _ = cut.start()
+        _ = cut.answered(offering, sentUpTo: 0)
+        #expect(cut.failed(network, sentUpTo: 400, cancelled: false) == .wait(attempt: 1, delay: 0, after: network))
+        #expect(cut.waited() == .createWithBody(version: 1))
+        let part = Answer(status: 201, fields: UploadFields(offset: 300), location: resource)
+        #expect(
+            cut.answered(part, sentUpTo: 1000) == .append(resource, version: 1, offset: 300, count: 700, complete: true)
+        )
+
+        var large = tus(length: 5 << 20)
+        _ = large.start()
+        #expect(large.answered(offering, sentUpTo: 0) == .create(version: 1, length: 5 << 20))
+    }
+
     @Test func aServerThatIsNotTusOrCannotCreateOrTakeTheSizeFails() {
         var plain = tus()
         _ = plain.start()

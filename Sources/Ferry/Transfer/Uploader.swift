@@ -73,14 +73,14 @@ struct Uploader: TransferPart {
                     // tus: every request but OPTIONS names the version.
                     if tus { probe.setValue(nil, forHTTPHeaderField: UploadFields.Name.tusResumable) }
                     reply = try await exchange(probe, body: nil, sentFrom: 0, machine: &machine)
-                case .create(let version, let length) where tus:
-                    var creation = ask(target, "POST", version)
-                    creation.setValue(length.map { "\($0)" }, forHTTPHeaderField: UploadFields.Name.length)
-                    creation.setValue(
-                        UploadFields.tusMetadata(metadata ?? [:]),
-                        forHTTPHeaderField: UploadFields.Name.uploadMetadata
-                    )
+                case .create(let version, _) where tus:
+                    let creation = tusCreation(ask(target, "POST", version), body: body, metadata: metadata)
                     reply = try await exchange(creation, body: .data(Data()), sentFrom: 0, machine: &machine)
+                case .createWithBody(let version):
+                    var creation = tusCreation(ask(target, "POST", version), body: body, metadata: metadata)
+                    creation.setValue("application/offset+octet-stream", forHTTPHeaderField: "Content-Type")
+                    task.client.resetSentBytes(to: 0)
+                    reply = try await exchange(creation, body: body, sentFrom: 0, machine: &machine)
                 case .create(let version, let length):
                     var creation = request
                     creation.httpBody = nil
@@ -133,6 +133,7 @@ struct Uploader: TransferPart {
                 }
                 switch reply {
                 case .finished(let outcome):
+                    if let resource = machine.resource { task.storage.withLock { $0.uploadURL = resource } }
                     checkpoint.forget()
                     return outcome
                 case .next(let next): action = next
@@ -296,6 +297,17 @@ struct Uploader: TransferPart {
             request.setValue("\(version)", forHTTPHeaderField: UploadFields.Name.interopVersion)
         }
         return request
+    }
+
+    /// tus's creation request: `Upload-Length` and `Upload-Metadata` added to `request`.
+    private func tusCreation(_ request: URLRequest, body: RequestBody, metadata: [String: String]?) -> URLRequest {
+        var creation = request
+        creation.setValue(body.length.map { "\($0)" }, forHTTPHeaderField: UploadFields.Name.length)
+        creation.setValue(
+            UploadFields.tusMetadata(metadata ?? [:]),
+            forHTTPHeaderField: UploadFields.Name.uploadMetadata
+        )
+        return creation
     }
 
     /// What a tus upload needs: a body of known length that can be read again, and metadata

@@ -52,6 +52,10 @@ struct ResumableUploadStateMachine: Sendable {
         var versions: [Int] = [8, 6]
         /// The IETF draft, or tus 1.0.
         var tus = false
+        /// tus: a body of at most this many bytes goes with the creation request, when the
+        /// server offers creation-with-upload. Larger ones are created empty first: a creation
+        /// cut before its answer leaves no upload resource to continue.
+        var creationWithUploadLimit: Int64 = 4 << 20
         /// Most `409 (Conflict)` answers in a row before the upload fails.
         var maximumConflicts = 3
         /// Most times a vanished upload resource is created again.
@@ -82,6 +86,8 @@ struct ResumableUploadStateMachine: Sendable {
         /// The target's request as it is, with the whole body: the server does not offer
         /// resumption. Its answer is the task's.
         case sendPlain
+        /// tus creation-with-upload: the creation request carries the whole body.
+        case createWithBody(version: Int)
         /// `HEAD` to the upload resource.
         case retrieveOffset(URL, version: Int)
         /// `PATCH` to the upload resource with `Upload-Offset: offset`, the body's bytes from
@@ -124,6 +130,10 @@ struct ResumableUploadStateMachine: Sendable {
     private(set) var sent: Int64 = 0
     private(set) var retry: RetryBudget
     private var conflicts = 0
+    /// tus: the server offers creation-with-upload.
+    private var tusCreationWithUpload = false
+    /// The creation in flight carries the body.
+    private var creationCarriesBody = false
     /// Interop versions asked so far.
     private var tried: [Int] = []
     private var restarts = 0
@@ -196,7 +206,7 @@ struct ResumableUploadStateMachine: Sendable {
                 if let minimum = limits.minimumSize, length < minimum { return enter(.plain, .sendPlain) }
                 if let maximum = limits.maximumSize, length > maximum { return enter(.plain, .sendPlain) }
             }
-            return enter(.creating(version: version), .create(version: version, length: configuration.length))
+            return creation(version)
         }
         // Apple's server answers 400 naming the version it speaks; a server that knows only
         // another version ignores this one.
@@ -232,10 +242,18 @@ struct ResumableUploadStateMachine: Sendable {
             return fail(.bodyTooLarge(limit: maximum), "The tus server takes uploads of at most \(maximum) bytes.")
         }
         version = Self.tusVersion
-        return enter(
-            .creating(version: Self.tusVersion),
-            .create(version: Self.tusVersion, length: configuration.length)
-        )
+        tusCreationWithUpload = fields.tusExtensions.contains("creation-with-upload")
+        return creation(Self.tusVersion)
+    }
+
+    /// The creation request: with the body (tus creation-with-upload, a small body), or
+    /// empty.
+    private mutating func creation(_ version: Int) -> Action {
+        creationCarriesBody =
+            configuration.tus && tusCreationWithUpload
+            && (configuration.length ?? .max) <= configuration.creationWithUploadLimit
+        if creationCarriesBody { return enter(.creating(version: version), .createWithBody(version: version)) }
+        return enter(.creating(version: version), .create(version: version, length: configuration.length))
     }
 
     private mutating func created(_ answer: Answer, version: Int) -> Action {
@@ -262,6 +280,15 @@ struct ResumableUploadStateMachine: Sendable {
                 .badServerResponse,
                 "The upload resource takes at most \(maximum) bytes; the body has \(length)."
             )
+        }
+        if creationCarriesBody {
+            let offset = answer.fields.offset ?? 0
+            if let refusal = refusal(of: offset) { return refusal }
+            if offset == configuration.length {
+                acknowledged = offset
+                return enter(.done, .deliver)
+            }
+            return nextAppend(from: offset)
         }
         if let offset = answer.fields.offset, offset != 0 {
             return cancel(.badServerResponse, "The server holds \(offset) bytes of an upload it just created.")
@@ -359,7 +386,10 @@ struct ResumableUploadStateMachine: Sendable {
         let recovery: Action
         switch phase {
         case .probing(let version): recovery = .probe(version: version)
-        case .creating(let version): recovery = .create(version: version, length: configuration.length)
+        case .creating(let version):
+            recovery =
+                creationCarriesBody
+                ? .createWithBody(version: version) : .create(version: version, length: configuration.length)
         case .retrieving, .appending:
             guard let resource, let version else { return enter(.done, .fail(error)) }
             recovery = .retrieveOffset(resource, version: version)
@@ -386,7 +416,7 @@ struct ResumableUploadStateMachine: Sendable {
         }
         switch then {
         case .probe(let version): phase = .probing(version: version)
-        case .create(let version, _): phase = .creating(version: version)
+        case .create(let version, _), .createWithBody(let version): phase = .creating(version: version)
         case .retrieveOffset: phase = .retrieving
         default: return fail(.badServerResponse, "The upload waited for an action it cannot take.")
         }
@@ -451,7 +481,7 @@ struct ResumableUploadStateMachine: Sendable {
         restarts += 1
         resource = nil
         acknowledged = 0
-        return enter(.creating(version: version), .create(version: version, length: configuration.length))
+        return creation(version)
     }
 
     /// Why `offset` cannot be continued from, or `nil` when it can.
