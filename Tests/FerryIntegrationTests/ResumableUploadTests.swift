@@ -488,6 +488,8 @@ enum TusServer {
     static var required: Bool { ProcessInfo.processInfo.environment["FERRY_REQUIRE_TUS"] == "1" }
     static let isAvailable = pythonCanImport("tuspyserver") && pythonCanImport("uvicorn")
     static var enabled: Bool { isAvailable || required }
+    /// `resumable-upload` (PyPI), the tus server with the checksum extension.
+    static var checksumEnabled: Bool { pythonCanImport("resumable_upload") || required }
     /// Debian's python3-tuspy, for the system's Python.
     static var hasTuspy: Bool {
         let check = Process()
@@ -670,5 +672,57 @@ struct TusUploadTests {
             )
             #expect(info.contains("clip.mp4") && info.contains("video/mp4"), "\(info)")
         }
+    }
+}
+
+/// tus's checksum extension against a second tus server from PyPI, `resumable-upload` (Python's
+/// standard library only), which offers it: a byte a relay changes on the way is caught by
+/// the server, and the append is sent again.
+@Suite("tus checksums against resumable-upload (PyPI)", .serialized, .enabled(if: TusServer.checksumEnabled))
+struct TusChecksumTests {
+    @Test func aByteChangedOnTheWayIsCaughtAndSentAgain() async throws {
+        let directory = try makeTemporaryDirectory("tus-checksum")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let server = try await ServerProcess(
+            "/usr/bin/env",
+            [
+                "python3", "-m", "resumable_upload", "serve", "--host", "127.0.0.1", "--port", "PORT",
+                "--upload-dir", directory.appendingPathComponent("up").path,
+                "--db-path", directory.appendingPathComponent("db.sqlite").path,
+                "--checksum-algorithms", "sha1,sha256",
+            ]
+        )
+        defer { server.stop() }
+        let corruptAt = 10 << 20
+        let relay = try await ServerProcess(
+            "/usr/bin/env",
+            [
+                "python3", ResumableUploadServer.relay.path, "PORT", "\(server.port)", "\(1 << 40)",
+                "corrupt=\(corruptAt)",
+            ]
+        )
+        defer { relay.stop() }
+        let session = try makeSession()
+        defer { session.invalidateAndCancel() }
+        let size = 20 << 20
+        let body = TestContent.data(size: Int64(size), seed: 44)
+        let creation = try #require(URL(string: "http://127.0.0.1:\(relay.port)/files"))
+        let task = session.uploadTask(with: URLRequest(url: creation, method: .post), from: body)
+        task.resumableUploads = .tus(metadata: ["filename": "big.bin"])
+        let events = task.events
+        task.resume()
+        var offsets: [Int64] = []
+        for await event in events {
+            if case .resumedAtOffset(let offset, _) = event { offsets.append(offset) }
+        }
+        #expect(task.error == nil, "\(String(describing: task.error))")
+        #expect(task.response?.statusCode == 204)
+        let id = try #require(task.uploadURL?.lastPathComponent)
+        #expect(try Data(contentsOf: directory.appendingPathComponent("up/\(id)")) == body)
+        #expect(relay.output.contains("corrupted byte \(corruptAt)"), "\(relay.output)")
+        // Appends of 8 MiB, each with its checksum: the second (8–16 MiB) held the changed
+        // byte, was refused (460) and sent again from the server's offset, 8 MiB: the one
+        // place the upload says it continued.
+        #expect(offsets == [8 << 20], "\(offsets)")
     }
 }

@@ -479,6 +479,37 @@ struct ResumableUploadStateMachineTests {
         #expect(large.answered(offering, sentUpTo: 0) == .create(version: 1, length: 5 << 20))
     }
 
+    @Test func withTheChecksumExtensionAppendsAreCheckedPiecesAndA460SendsOneAgain() {
+        var machine = Machine(
+            target: target,
+            configuration: .init(length: 20 << 20, replayable: true, tus: true),
+            retry: RetryBudget(policy: noDelay)
+        )
+        _ = machine.start()
+        let offering = Answer(
+            status: 204,
+            fields: UploadFields(
+                tusVersions: ["1.0.0"],
+                tusExtensions: ["creation", "checksum"],
+                tusChecksumAlgorithms: ["md5", "sha1", "sha256"]
+            )
+        )
+        _ = machine.answered(offering, sentUpTo: 0)
+        #expect(machine.checksumAlgorithm == "sha256")
+        let created = Answer(status: 201, location: resource)
+        #expect(
+            machine.answered(created, sentUpTo: 0)
+                == .append(resource, version: 1, offset: 0, count: 8 << 20, complete: true)
+        )
+        let refused = Answer(status: 460)
+        #expect(machine.answered(refused, sentUpTo: 8 << 20) == .retrieveOffset(resource, version: 1))
+        let offset = Answer(status: 200, fields: UploadFields(offset: 0))
+        #expect(
+            machine.answered(offset, sentUpTo: 0)
+                == .append(resource, version: 1, offset: 0, count: 8 << 20, complete: true)
+        )
+    }
+
     @Test func aServerThatIsNotTusOrCannotCreateOrTakeTheSizeFails() {
         var plain = tus()
         _ = plain.start()

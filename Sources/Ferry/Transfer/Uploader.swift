@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import NIOCore
 import Synchronization
@@ -62,7 +63,9 @@ struct Uploader: TransferPart {
         } else {
             action = machine.start()
         }
-        var resumed = false
+        // Where the next append starts when nothing went wrong; `nil` after the offset was
+        // asked for. An append elsewhere continues an interrupted upload: the task hears so.
+        var expectedOffset: Int64? = 0
         do {
             while true {
                 checkpoint.note(machine)
@@ -79,6 +82,10 @@ struct Uploader: TransferPart {
                 case .createWithBody(let version):
                     var creation = tusCreation(ask(target, "POST", version), body: body, metadata: metadata)
                     creation.setValue("application/offset+octet-stream", forHTTPHeaderField: "Content-Type")
+                    if let algorithm = machine.checksumAlgorithm {
+                        let digest = try await Self.digest(body.chunks(), algorithm: algorithm)
+                        creation.setValue(digest, forHTTPHeaderField: UploadFields.Name.uploadChecksum)
+                    }
                     task.client.resetSentBytes(to: 0)
                     reply = try await exchange(creation, body: body, sentFrom: 0, machine: &machine)
                 case .create(let version, let length):
@@ -92,6 +99,7 @@ struct Uploader: TransferPart {
                 case .sendPlain:
                     reply = try await exchange(request, body: body, sentFrom: 0, machine: &machine)
                 case .retrieveOffset(let resource, let version):
+                    expectedOffset = nil
                     let head = ask(resource, "HEAD", version)
                     reply = try await exchange(head, body: nil, sentFrom: 0, machine: &machine)
                 case .append(let resource, let version, let offset, let count, let complete):
@@ -104,15 +112,19 @@ struct Uploader: TransferPart {
                     if !tus {
                         patch.setValue(UploadFields.serialize(complete), forHTTPHeaderField: UploadFields.Name.complete)
                     }
-                    if offset > 0 || resumed {
+                    if offset != expectedOffset {
                         task.client.publish(.resumedAtOffset(offset, expectedTotalBytes: body.length))
                         logger.debug("upload continues", metadata: ["offset": "\(offset)"])
                     }
-                    resumed = true
+                    expectedOffset = count.map { offset + $0 }
                     // Kept before the bytes go: after a crash the server may hold any of them.
                     checkpoint.note(machine, sendingUpTo: count.map { offset + $0 } ?? .max)
                     task.client.resetSentBytes(to: offset)
                     let part = RequestBody.provided(body.chunks(from: offset, count: count), length: count)
+                    if let algorithm = machine.checksumAlgorithm {
+                        let digest = try await Self.digest(part.chunks(), algorithm: algorithm)
+                        patch.setValue(digest, forHTTPHeaderField: UploadFields.Name.uploadChecksum)
+                    }
                     reply = try await exchange(patch, body: part, sentFrom: offset, machine: &machine)
                 case .wait(let attempt, let delay, let error):
                     logger.debug(
@@ -297,6 +309,23 @@ struct Uploader: TransferPart {
             request.setValue("\(version)", forHTTPHeaderField: UploadFields.Name.interopVersion)
         }
         return request
+    }
+
+    /// tus's `Upload-Checksum` value for `chunks`: the algorithm's name and the base64 digest.
+    private static func digest(_ chunks: ByteChunks, algorithm: String) async throws -> String {
+        var sha256 = SHA256()
+        var sha1 = Insecure.SHA1()
+        for try await chunk in chunks {
+            chunk.withUnsafeReadableBytes { bytes in
+                if algorithm == "sha256" {
+                    sha256.update(bufferPointer: bytes)
+                } else {
+                    sha1.update(bufferPointer: bytes)
+                }
+            }
+        }
+        let digest = algorithm == "sha256" ? Data(sha256.finalize()) : Data(sha1.finalize())
+        return "\(algorithm) \(digest.base64EncodedString())"
     }
 
     /// tus's creation request: `Upload-Length` and `Upload-Metadata` added to `request`.

@@ -56,6 +56,9 @@ struct ResumableUploadStateMachine: Sendable {
         /// server offers creation-with-upload. Larger ones are created empty first: a creation
         /// cut before its answer leaves no upload resource to continue.
         var creationWithUploadLimit: Int64 = 4 << 20
+        /// tus: with the checksum extension, each append carries at most this many bytes,
+        /// each with its `Upload-Checksum` (the digest is computed before the bytes go).
+        var checksummedAppendSize: Int64 = 8 << 20
         /// Most `409 (Conflict)` answers in a row before the upload fails.
         var maximumConflicts = 3
         /// Most times a vanished upload resource is created again.
@@ -132,6 +135,9 @@ struct ResumableUploadStateMachine: Sendable {
     private var conflicts = 0
     /// tus: the server offers creation-with-upload.
     private var tusCreationWithUpload = false
+    /// tus: the checksum algorithm every append's `Upload-Checksum` uses (`sha256` or `sha1`),
+    /// when the server offers the checksum extension with one of them.
+    private(set) var checksumAlgorithm: String?
     /// The creation in flight carries the body.
     private var creationCarriesBody = false
     /// Interop versions asked so far.
@@ -243,6 +249,9 @@ struct ResumableUploadStateMachine: Sendable {
         }
         version = Self.tusVersion
         tusCreationWithUpload = fields.tusExtensions.contains("creation-with-upload")
+        if fields.tusExtensions.contains("checksum") {
+            checksumAlgorithm = ["sha256", "sha1"].first { fields.tusChecksumAlgorithms.contains($0) }
+        }
         return creation(Self.tusVersion)
     }
 
@@ -368,6 +377,9 @@ struct ResumableUploadStateMachine: Sendable {
             return nextAppend(from: now)
         case 409:
             return conflicted(at: nil, reason: "answered 409 (Conflict)")
+        case 460 where checksumAlgorithm != nil:
+            // The bytes arrived other than they left: sent again from the server's offset.
+            return conflicted(at: nil, reason: "found the checksum of an append wrong (460)")
         case 404, 410:
             return vanished(answer.status)
         case let status where RetryPolicy.retriedStatuses.contains(status):
@@ -441,6 +453,9 @@ struct ResumableUploadStateMachine: Sendable {
             if let maximum = limits?.maximumAppendSize, maximum > 0, rest > maximum {
                 count = maximum
                 complete = false
+            }
+            if checksumAlgorithm != nil, rest > configuration.checksummedAppendSize {
+                count = configuration.checksummedAppendSize
             }
         }
         return enter(

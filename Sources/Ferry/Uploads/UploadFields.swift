@@ -26,6 +26,8 @@ struct UploadFields: Sendable, Equatable {
     var tusExtensions: [String] = []
     /// tus: `Tus-Max-Size`.
     var tusMaximumSize: Int64?
+    /// tus: `Tus-Checksum-Algorithm`, lowercased.
+    var tusChecksumAlgorithms: [String] = []
 
     /// The names of the fields.
     enum Name {
@@ -39,6 +41,8 @@ struct UploadFields: Sendable, Equatable {
         static let tusExtension = "Tus-Extension"
         static let tusMaximumSize = "Tus-Max-Size"
         static let uploadMetadata = "Upload-Metadata"
+        static let tusChecksumAlgorithm = "Tus-Checksum-Algorithm"
+        static let uploadChecksum = "Upload-Checksum"
     }
 
     init(
@@ -49,7 +53,8 @@ struct UploadFields: Sendable, Equatable {
         interopVersion: Int? = nil,
         tusVersions: [String] = [],
         tusExtensions: [String] = [],
-        tusMaximumSize: Int64? = nil
+        tusMaximumSize: Int64? = nil,
+        tusChecksumAlgorithms: [String] = []
     ) {
         self.offset = offset
         self.complete = complete
@@ -59,6 +64,7 @@ struct UploadFields: Sendable, Equatable {
         self.tusVersions = tusVersions
         self.tusExtensions = tusExtensions
         self.tusMaximumSize = tusMaximumSize
+        self.tusChecksumAlgorithms = tusChecksumAlgorithms
     }
 
     /// The fields of `headers`; a field that is repeated or malformed counts as absent.
@@ -79,6 +85,7 @@ struct UploadFields: Sendable, Equatable {
         tusVersions = list(Name.tusVersion)
         tusExtensions = list(Name.tusExtension)
         tusMaximumSize = single(Name.tusMaximumSize).flatMap(StructuredField.nonNegativeInteger)
+        tusChecksumAlgorithms = list(Name.tusChecksumAlgorithm).map { $0.lowercased() }
     }
 
     /// tus's `Upload-Metadata`: each key with its value in base64, keys in order.

@@ -1,20 +1,36 @@
 """A TCP relay that cuts its connections: every CUT bytes that clients send through it.
 
-    python3 cutting_relay.py PORT TARGET_PORT CUT [reset]
+    python3 cutting_relay.py PORT TARGET_PORT CUT [reset | corrupt=N]
 
 Listens on 127.0.0.1:PORT and forwards each connection to 127.0.0.1:TARGET_PORT. When the
 bytes forwarded from clients to the target reach the next multiple of CUT (counted over all
 connections), the relay forwards exactly up to it, then resets the client's connection and
 closes the target's (so the target still reads every byte it was given; with `reset`, it
-resets the target's connection too, as a network that fails both ways). After each cut and
-each connection's end it prints `forwarded N cuts K`: N is what the target was sent in all.
+resets the target's connection too, as a network that fails both ways). With `corrupt=N`, the
+byte at position N of what clients send (counted over all connections) reaches the target
+changed, once: what a checksum must catch. After each cut and each connection's end it prints
+`forwarded N cuts K`: N is what the target was sent in all.
 """
 import asyncio
 import sys
 
 port, target, cut = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-reset = len(sys.argv) > 4 and sys.argv[4] == "reset"
+mode = sys.argv[4] if len(sys.argv) > 4 else ""
+reset = mode == "reset"
+corrupt_at = int(mode.split("=", 1)[1]) if mode.startswith("corrupt=") else -1
 state = {"forwarded": 0, "next": cut, "cuts": 0}
+
+
+def corrupted(chunk):
+    """`chunk` with the byte at `corrupt_at` flipped, if it falls in it (once)."""
+    global corrupt_at
+    start = state["forwarded"]
+    if 0 <= corrupt_at - start < len(chunk):
+        at = corrupt_at - start
+        chunk = chunk[:at] + bytes([chunk[at] ^ 0xFF]) + chunk[at + 1:]
+        corrupt_at = -1
+        print(f"corrupted byte {start + at}", flush=True)
+    return chunk
 
 
 def report():
@@ -27,6 +43,7 @@ async def upstream(reader, writer, client_writer):
             chunk = await reader.read(65536)
             if not chunk:
                 break
+            chunk = corrupted(chunk)
             room = state["next"] - state["forwarded"]
             if len(chunk) >= room:
                 writer.write(chunk[:room])
