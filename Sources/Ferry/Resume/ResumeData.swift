@@ -115,9 +115,7 @@ public struct ResumeData: Codable, Sendable, Equatable {
     public init(decoding data: Data) throws(FerryError) {
         let decoded: ResumeData
         do {
-            let decoder = JSONDecoder()
-            decoder.dateDecodingStrategy = Timestamp.decoding
-            decoded = try decoder.decode(ResumeData.self, from: data)
+            decoded = try ResumeJSON.decode(ResumeData.self, from: data)
         } catch {
             throw FerryError(.invalidResumeData, "The resume data is not Ferry resume data.", underlying: error)
         }
@@ -137,11 +135,25 @@ public struct ResumeData: Codable, Sendable, Equatable {
 
     /// The JSON form (sorted keys, ISO 8601 dates).
     public func encoded() -> Data {
+        // Encoding plain values cannot fail; an empty object is never produced in practice.
+        (try? ResumeJSON.encode(self)) ?? Data("{}".utf8)
+    }
+}
+
+/// The JSON form of resume data (a download's and an upload's, and a store's entries): sorted
+/// keys, indented, ISO 8601 dates.
+enum ResumeJSON {
+    static func encode(_ value: some Encodable) throws -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
         encoder.dateEncodingStrategy = Timestamp.encoding()
-        // Encoding plain values cannot fail; an empty object is never produced in practice.
-        return (try? encoder.encode(self)) ?? Data("{}".utf8)
+        return try encoder.encode(value)
+    }
+
+    static func decode<Value: Decodable>(_ type: Value.Type, from data: Data) throws -> Value {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = Timestamp.decoding
+        return try decoder.decode(type, from: data)
     }
 }
 

@@ -54,13 +54,18 @@ public struct ResumeStore: Sendable, Equatable {
     /// The resume data stored for `key`, if any and valid.
     public func resumeData(for key: String) -> ResumeData? {
         guard let directory else { return storage?.resumeData(for: key) }
-        guard let data = try? Data(contentsOf: fileURL(for: key, in: directory)),
+        return entry(for: key, in: fileURL(for: key, in: directory), field: "resumeData")
+            .flatMap { try? ResumeData(decoding: $0) }
+    }
+
+    /// The JSON of `field` in the entry file `file`, when that file holds `key`'s entry.
+    private func entry(for key: String, in file: URL, field: String) -> Data? {
+        guard let data = try? Data(contentsOf: file),
             let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
             object["key"] as? String == key,
-            let inner = object["resumeData"],
-            let innerData = try? JSONSerialization.data(withJSONObject: inner)
+            let inner = object[field]
         else { return nil }
-        return try? ResumeData(decoding: innerData)
+        return try? JSONSerialization.data(withJSONObject: inner)
     }
 
     /// Stores `resumeData` under `key`, replacing what was there.
@@ -74,12 +79,9 @@ public struct ResumeStore: Sendable, Equatable {
 
     private func write(_ entry: some Encodable, to file: URL, in directory: URL) throws {
         try FileSystem.createDirectory(directory, mode: 0o700)
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
-        encoder.dateEncodingStrategy = Timestamp.encoding()
         let data: Data
         do {
-            data = try encoder.encode(entry)
+            data = try ResumeJSON.encode(entry)
         } catch {
             throw FerryError(.fileSystem, "Cannot encode resume data.", underlying: error)
         }
@@ -103,13 +105,8 @@ public struct ResumeStore: Sendable, Equatable {
     /// their own (`.ferry-upload-<hash>.json`): a download and an upload may share a key.
     public func uploadResumeData(for key: String) -> UploadResumeData? {
         guard let directory else { return storage?.uploadResumeData(for: key) }
-        guard let data = try? Data(contentsOf: fileURL(for: key, in: directory, kind: "upload")),
-            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-            object["key"] as? String == key,
-            let inner = object["uploadResumeData"],
-            let innerData = try? JSONSerialization.data(withJSONObject: inner)
-        else { return nil }
-        return try? UploadResumeData(decoding: innerData)
+        return entry(for: key, in: fileURL(for: key, in: directory, kind: "upload"), field: "uploadResumeData")
+            .flatMap { try? UploadResumeData(decoding: $0) }
     }
 
     /// Stores an upload's `resumeData` under `key`, replacing what was there.

@@ -352,12 +352,19 @@ struct ResumableUploadStateMachine: Sendable {
             return nextAppend(from: now)
         case 409:
             return conflicted(at: fields.offset, reason: "answered 409 (Conflict)")
-        case 404, 410:
-            return vanished(answer.status)
-        case let status where RetryPolicy.retriedStatuses.contains(status):
-            return failed(statusError(status), sentUpTo: sent, cancelled: false)
         default:
-            return enter(.done, .deliver)
+            return appendAnswered(otherwise: answer.status)
+        }
+    }
+
+    /// An append's answer that is neither a success nor a conflict: the resource vanished,
+    /// a transient status to wait out, or the target's own answer.
+    private mutating func appendAnswered(otherwise status: Int) -> Action {
+        switch status {
+        case 404, 410: vanished(status)
+        case let transient where RetryPolicy.retriedStatuses.contains(transient):
+            failed(statusError(transient), sentUpTo: sent, cancelled: false)
+        default: enter(.done, .deliver)
         }
     }
 
@@ -380,12 +387,8 @@ struct ResumableUploadStateMachine: Sendable {
         case 460 where checksumAlgorithm != nil:
             // The bytes arrived other than they left: sent again from the server's offset.
             return conflicted(at: nil, reason: "found the checksum of an append wrong (460)")
-        case 404, 410:
-            return vanished(answer.status)
-        case let status where RetryPolicy.retriedStatuses.contains(status):
-            return failed(statusError(status), sentUpTo: sent, cancelled: false)
         default:
-            return enter(.done, .deliver)
+            return appendAnswered(otherwise: answer.status)
         }
     }
 

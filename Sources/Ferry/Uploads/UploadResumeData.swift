@@ -91,9 +91,7 @@ public struct UploadResumeData: Codable, Sendable, Equatable {
     public init(decoding data: Data) throws(FerryError) {
         let decoded: UploadResumeData
         do {
-            let decoder = JSONDecoder()
-            decoder.dateDecodingStrategy = Timestamp.decoding
-            decoded = try decoder.decode(UploadResumeData.self, from: data)
+            decoded = try ResumeJSON.decode(UploadResumeData.self, from: data)
         } catch {
             throw FerryError(.invalidResumeData, "The data is not Ferry upload resume data.", underlying: error)
         }
@@ -117,10 +115,7 @@ public struct UploadResumeData: Codable, Sendable, Equatable {
 
     /// The JSON form (sorted keys, ISO 8601 dates).
     public func encoded() -> Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
-        encoder.dateEncodingStrategy = Timestamp.encoding()
-        return (try? encoder.encode(self)) ?? Data("{}".utf8)
+        (try? ResumeJSON.encode(self)) ?? Data("{}".utf8)
     }
 
     /// The target request again, with `headers` (credentials) over the kept fields.

@@ -298,33 +298,12 @@ package final class BackgroundStore: Sendable {
 
 extension BackgroundStore: ResumeStorage {
     package func resumeData(for key: String) -> ResumeData? {
-        guard
-            let data = try? database.read({ db in
-                try Data.fetchOne(db, sql: "SELECT data FROM resume WHERE key = ?", arguments: [key])
-            })
-        else { return nil }
-        return try? ResumeData(decoding: data)
+        entry(key).flatMap { try? ResumeData(decoding: $0) }
     }
 
     /// Stores the checkpoint, and the task's byte count with it.
     package func save(_ resumeData: ResumeData, for key: String) throws {
-        do {
-            try database.write { db in
-                try db.execute(
-                    sql:
-                        "INSERT INTO resume (key, data) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET data = excluded.data",
-                    arguments: [key, resumeData.encoded()]
-                )
-                if let id = BackgroundTaskRecord.id(forResumeKey: key) {
-                    try db.execute(
-                        sql: "UPDATE task SET bytesReceived = ?, bytesExpected = ? WHERE id = ?",
-                        arguments: [resumeData.bytesOnDisk, resumeData.totalLength, id]
-                    )
-                }
-            }
-        } catch {
-            throw FerryError(.fileSystem, "Cannot store a checkpoint in the daemon's store.", underlying: error)
-        }
+        try store(resumeData.encoded(), as: key, for: key, bytes: resumeData.bytesOnDisk, of: resumeData.totalLength)
     }
 
     package func remove(_ key: String) {
@@ -335,38 +314,48 @@ extension BackgroundStore: ResumeStorage {
     static func uploadKey(_ key: String) -> String { "upload " + key }
 
     package func uploadResumeData(for key: String) -> UploadResumeData? {
-        guard
-            let data = try? database.read({ db in
-                try Data.fetchOne(db, sql: "SELECT data FROM resume WHERE key = ?", arguments: [Self.uploadKey(key)])
-            })
-        else { return nil }
-        return try? UploadResumeData(decoding: data)
+        entry(Self.uploadKey(key)).flatMap { try? UploadResumeData(decoding: $0) }
     }
 
     /// Stores an upload's resume data, and the bytes the server acknowledged as the task's.
     package func save(_ resumeData: UploadResumeData, for key: String) throws {
+        try store(
+            resumeData.encoded(),
+            as: Self.uploadKey(key),
+            for: key,
+            bytes: resumeData.bytesAcknowledged,
+            of: resumeData.totalLength
+        )
+    }
+
+    package func removeUpload(_ key: String) { remove(Self.uploadKey(key)) }
+
+    /// The entry stored as `entryKey`.
+    private func entry(_ entryKey: String) -> Data? {
+        try? database.read { db in
+            try Data.fetchOne(db, sql: "SELECT data FROM resume WHERE key = ?", arguments: [entryKey])
+        }
+    }
+
+    /// Stores `data` as `entryKey`, and `bytes` of `total` as the count of the task whose
+    /// resume key is `key`, in one transaction.
+    private func store(_ data: Data, as entryKey: String, for key: String, bytes: Int64, of total: Int64?) throws {
         do {
             try database.write { db in
                 try db.execute(
                     sql:
                         "INSERT INTO resume (key, data) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET data = excluded.data",
-                    arguments: [Self.uploadKey(key), resumeData.encoded()]
+                    arguments: [entryKey, data]
                 )
                 if let id = BackgroundTaskRecord.id(forResumeKey: key) {
                     try db.execute(
                         sql: "UPDATE task SET bytesReceived = ?, bytesExpected = ? WHERE id = ?",
-                        arguments: [resumeData.bytesAcknowledged, resumeData.totalLength, id]
+                        arguments: [bytes, total, id]
                     )
                 }
             }
         } catch {
-            throw FerryError(
-                .fileSystem,
-                "Cannot store an upload's resume data in the daemon's store.",
-                underlying: error
-            )
+            throw FerryError(.fileSystem, "Cannot store a checkpoint in the daemon's store.", underlying: error)
         }
     }
-
-    package func removeUpload(_ key: String) { remove(Self.uploadKey(key)) }
 }
