@@ -108,3 +108,30 @@ public struct Checksum: Sendable, Hashable, CustomStringConvertible {
         }
     }
 }
+
+extension Checksum.Algorithm {
+    /// The digest of the bytes of `chunks` (a tus append's `Upload-Checksum`).
+    func digest(of chunks: ByteChunks) async throws -> Data {
+        func run<H: HashFunction>(_ hasher: inout H) async throws -> Data {
+            for try await chunk in chunks { chunk.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) } }
+            return Data(hasher.finalize())
+        }
+        switch self {
+        case .sha256:
+            var hasher = SHA256()
+            return try await run(&hasher)
+        case .sha384:
+            var hasher = SHA384()
+            return try await run(&hasher)
+        case .sha512:
+            var hasher = SHA512()
+            return try await run(&hasher)
+        case .sha1:
+            var hasher = Insecure.SHA1()
+            return try await run(&hasher)
+        case .md5:
+            var hasher = Insecure.MD5()
+            return try await run(&hasher)
+        }
+    }
+}

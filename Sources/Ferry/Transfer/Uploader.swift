@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import NIOCore
 import Synchronization
@@ -83,7 +82,7 @@ struct Uploader: TransferPart {
                     var creation = tusCreation(ask(target, "POST", version), body: body, metadata: metadata)
                     creation.setValue("application/offset+octet-stream", forHTTPHeaderField: "Content-Type")
                     if let algorithm = machine.checksumAlgorithm {
-                        let digest = try await Self.digest(body.chunks(), algorithm: algorithm)
+                        let digest = try await Self.checksum(body.chunks(), algorithm: algorithm)
                         creation.setValue(digest, forHTTPHeaderField: UploadFields.Name.uploadChecksum)
                     }
                     task.client.resetSentBytes(to: 0)
@@ -122,7 +121,7 @@ struct Uploader: TransferPart {
                     task.client.resetSentBytes(to: offset)
                     let part = RequestBody.provided(body.chunks(from: offset, count: count), length: count)
                     if let algorithm = machine.checksumAlgorithm {
-                        let digest = try await Self.digest(part.chunks(), algorithm: algorithm)
+                        let digest = try await Self.checksum(part.chunks(), algorithm: algorithm)
                         patch.setValue(digest, forHTTPHeaderField: UploadFields.Name.uploadChecksum)
                     }
                     reply = try await exchange(patch, body: part, sentFrom: offset, machine: &machine)
@@ -312,20 +311,8 @@ struct Uploader: TransferPart {
     }
 
     /// tus's `Upload-Checksum` value for `chunks`: the algorithm's name and the base64 digest.
-    private static func digest(_ chunks: ByteChunks, algorithm: String) async throws -> String {
-        var sha256 = SHA256()
-        var sha1 = Insecure.SHA1()
-        for try await chunk in chunks {
-            chunk.withUnsafeReadableBytes { bytes in
-                if algorithm == "sha256" {
-                    sha256.update(bufferPointer: bytes)
-                } else {
-                    sha1.update(bufferPointer: bytes)
-                }
-            }
-        }
-        let digest = algorithm == "sha256" ? Data(sha256.finalize()) : Data(sha1.finalize())
-        return "\(algorithm) \(digest.base64EncodedString())"
+    private static func checksum(_ chunks: ByteChunks, algorithm: Checksum.Algorithm) async throws -> String {
+        "\(algorithm.rawValue) \(try await algorithm.digest(of: chunks).base64EncodedString())"
     }
 
     /// tus's creation request: `Upload-Length` and `Upload-Metadata` added to `request`.

@@ -137,7 +137,7 @@ struct ResumableUploadStateMachine: Sendable {
     private var tusCreationWithUpload = false
     /// tus: the checksum algorithm every append's `Upload-Checksum` uses (`sha256` or `sha1`),
     /// when the server offers the checksum extension with one of them.
-    private(set) var checksumAlgorithm: String?
+    private(set) var checksumAlgorithm: Checksum.Algorithm?
     /// The creation in flight carries the body.
     private var creationCarriesBody = false
     /// Interop versions asked so far.
@@ -250,7 +250,9 @@ struct ResumableUploadStateMachine: Sendable {
         version = Self.tusVersion
         tusCreationWithUpload = fields.tusExtensions.contains("creation-with-upload")
         if fields.tusExtensions.contains("checksum") {
-            checksumAlgorithm = ["sha256", "sha1"].first { fields.tusChecksumAlgorithms.contains($0) }
+            checksumAlgorithm = [Checksum.Algorithm.sha256, .sha1].first {
+                fields.tusChecksumAlgorithms.contains($0.rawValue)
+            }
         }
         return creation(Self.tusVersion)
     }
