@@ -180,9 +180,16 @@ class Handler(BaseHTTPRequestHandler):
             self.answer(404)
             return
         if upload.mode == "conflict" or offset != str(len(upload.data)):
+            # Read what the client sends before answering: closed on a client still sending,
+            # the connection would be reset and the 409 lost (the client then asks the offset).
+            left = int(self.headers.get("Content-Length", "0"))
+            while left > 0:
+                chunk = self.rfile.read(min(left, 65536))
+                if not chunk:
+                    return
+                left -= len(chunk)
             self.answer(409, [("Upload-Offset", "0" if upload.mode == "conflict" else str(len(upload.data))),
                               ("Upload-Complete", "?0")])
-            self.close_connection = True
             return
         if not self.read_into(upload):
             return
