@@ -457,6 +457,24 @@ struct ResumableUploadDraftTests {
         }
     }
 
+    /// A server that never answers the `DELETE` of a cancelled upload does not keep the
+    /// task from completing: the `DELETE` is given five seconds.
+    @Test(.timeLimit(.minutes(1)))
+    func aCancelCompletesWhenTheServerNeverAnswersItsDelete() async throws {
+        let body = TestContent.data(size: 6 << 20, seed: 45)
+        try await withServer(mode: "stall-delete") { _, url, _, server in
+            let slow = try makeSession { $0.maximumBytesPerSecond = 2 << 20 }
+            defer { slow.invalidateAndCancel() }
+            let task = slow.uploadTask(with: put(url), from: body)
+            task.resume()
+            await waitForSent(task, atLeast: 1 << 20)
+            task.cancel()
+            for await _ in task.events {}
+            #expect(task.error?.reason == .cancelled)
+            #expect(exchanges(server).contains { $0.hasPrefix("DELETE /uploads/X") }, "\(exchanges(server))")
+        }
+    }
+
     /// A server nobody here wrote that knows nothing of the protocol (Werkzeug): asked in
     /// both versions, it gets the ordinary upload, whole.
     @Test(.enabled(if: FormEcho.required || FormEcho.isAvailable))

@@ -16,13 +16,15 @@ stored in DIRECTORY under the target's last path component, and the target answe
 - `conflict`: every append is answered 409 with offset 0;
 - `vanish`: the server's first append is answered 404, and its resource is gone;
 - `switch`: appends are answered 400 in interop version 6 (a server that changed protocol);
-- `chunks`: `max-append-size` is 1 MiB (as in `backwards` and `past`).
+- `chunks`: `max-append-size` is 1 MiB (as in `backwards` and `past`);
+- `stall-delete`: `DELETE` is never answered.
 
 Every request line and every stored or deleted upload is printed, so tests can read the
 exchanges.
 """
 import os
 import secrets
+import time
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -206,6 +208,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_DELETE(self):
         token, upload = self.resource()
         log(f"DELETE {self.path}")
+        if upload is not None and upload.mode == "stall-delete":
+            time.sleep(3600)
         with lock:
             uploads.pop(token, None)
         log("deleted" if upload else "delete of nothing")
