@@ -39,8 +39,10 @@ let package = Package(
         // AsyncHTTPClient's own dependency: Ferry names HTTP/2's errors (a stream reset).
         .package(url: "https://github.com/apple/swift-nio-http2", from: "1.46.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
-        // AsyncHTTPClient's own dependency: Ferry asks whether a tracer was bootstrapped.
+        // A span per task and one per request, when the application bootstraps a tracer.
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
+        // Counters and timers of transfers, when the application bootstraps a backend.
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         // `swift package generate-documentation`: the DocC catalog in Sources/Ferry/Ferry.docc.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
@@ -65,6 +67,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: strictSwift6
         ),
@@ -203,6 +206,10 @@ let package = Package(
             dependencies: [
                 "Ferry", "FerryBackground", "FerryTestServer", "FerryLazyLibcurl",
                 .product(name: "Crypto", package: "swift-crypto"),
+                // The observability tests read metrics and spans back.
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             // Support/form_echo.py: a Werkzeug form echo the upload tests start.
             exclude: ["Support"],

@@ -14,6 +14,8 @@ struct Checkpoint {
     let store: ResumeStore?
     let key: String
     let logger: Logger
+    /// Hears of each checkpoint written (an event on the task's span).
+    let telemetry: TaskTelemetry?
 
     func write() throws {
         guard enabled else { return }
@@ -24,6 +26,7 @@ struct Checkpoint {
         try file.writeMetadata(resumeData)
         try store?.save(resumeData, for: key)
         logger.trace("checkpoint", metadata: ["bytes-on-disk": "\(resumeData.bytesOnDisk)"])
+        telemetry?.checkpointed(bytes: resumeData.bytesOnDisk)
     }
 
     /// Records a split download's plan through `writer` (safe to call from any of its
@@ -31,6 +34,7 @@ struct Checkpoint {
     /// gap-free prefix and whose `segments` say how far each part came.
     func segmentRecorder(_ writer: SegmentWriter) -> @Sendable (SegmentPlan) throws -> Void {
         let (template, enabled, store, key, logger) = (template, enabled, store, key, logger)
+        let telemetry = telemetry
         let metadataURL = file.metadataURL
         return { plan in
             guard enabled else { return }
@@ -42,6 +46,7 @@ struct Checkpoint {
             try FileSystem.writeAtomically(resumeData.encoded(), to: metadataURL)
             try store?.save(resumeData, for: key)
             logger.trace("checkpoint", metadata: ["segments-written": "\(plan.written)"])
+            telemetry?.checkpointed(bytes: plan.contiguousPrefix)
         }
     }
 

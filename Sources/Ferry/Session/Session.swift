@@ -43,6 +43,8 @@ public final class Session: Sendable {
     public let configuration: SessionConfiguration
     let engine: Engine
     let hub: EventHub
+    /// Where the session's metrics and spans go (nowhere unless the application asked).
+    let telemetry: Telemetry
     /// The daemon's side of a background session.
     let background: BackgroundLink?
     /// Where resumed tasks run: the daemon for a background session, this process otherwise.
@@ -60,6 +62,7 @@ public final class Session: Sendable {
     public init(configuration: SessionConfiguration = .default, delegate: (any SessionDelegate)? = nil) throws {
         let configuration = try configuration.validated()
         self.configuration = configuration
+        telemetry = Telemetry(configuration)
         engine = try Engine(
             configuration: configuration,
             tls: try configuration.tls.resolved(
@@ -101,6 +104,7 @@ public final class Session: Sendable {
 
     private init(unvalidated configuration: SessionConfiguration) {
         self.configuration = configuration
+        telemetry = Telemetry(configuration)
         engine = Engine(configuration: configuration, tls: ResolvedTLS(base: nil, pinned: [:]), bridge: nil)
         background = nil
         runner = LocalRunner()

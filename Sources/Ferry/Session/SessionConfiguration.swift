@@ -1,5 +1,7 @@
+public import CoreMetrics
 public import Foundation
 public import Logging
+public import Tracing
 
 /// How a ``Session`` behaves: headers, timeouts, per-host limits, redirects, memory bounds and
 /// where partial downloads live.
@@ -191,6 +193,31 @@ public struct SessionConfiguration: Sendable {
     /// configuration.logger = logger
     /// ```
     public var logger = Logger(label: "ferry", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    /// Where the session's metrics go (swift-metrics): `nil`, the default, means the factory
+    /// the application bootstrapped with `MetricsSystem.bootstrap`, read when the session is
+    /// made. Nothing is recorded while that is the no-op factory.
+    ///
+    /// Counters `ferry_requests_total` (dimensions `method`, `scheme`, `status_class`,
+    /// `task_kind`), `ferry_request_body_bytes_total`, `ferry_response_body_bytes_total`,
+    /// `ferry_redirects_total`, `ferry_retries_total`, `ferry_resumes_total`,
+    /// `ferry_resumed_bytes_total` (bytes a resume kept), `ferry_tasks_total` (`task_kind`,
+    /// `outcome`), `ferry_task_failures_total` (`task_kind`, `reason`); timers
+    /// `ferry_request_time_to_first_byte_seconds` and `ferry_task_duration_seconds`. No
+    /// dimension holds a URL, a host or a credential. See <doc:Observability>.
+    public var metricsFactory: (any MetricsFactory)?
+
+    /// The tracer of the session's spans (swift-distributed-tracing): `nil`, the default,
+    /// means the one the application bootstrapped with `InstrumentationSystem.bootstrap`,
+    /// read when the session is made. No span is made while that is the no-op tracer.
+    ///
+    /// Each task has a span whose parent is the `ServiceContext` of the code that called
+    /// ``SessionTask/resume()`` (or `await`ed the task); each request it sends (a redirect's
+    /// hop, a retry, a segment, a resume) a child span of kind `client` with OpenTelemetry's
+    /// HTTP attributes, the URL's credentials and query redacted; the tracer's fields
+    /// (`traceparent` with OpenTelemetry) go to the server in the request. See
+    /// <doc:Observability>.
+    public var tracer: (any Tracer)?
 
     /// Seconds an idle pooled connection is kept open. Default 60.
     public var connectionIdleTimeout: TimeInterval = 60

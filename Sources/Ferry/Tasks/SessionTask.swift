@@ -67,6 +67,8 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
         var completionWaiters: [CheckedContinuation<Void, Never>] = []
         var pauseWaiters: [CheckedContinuation<Void, Never>] = []
         var transfer: Task<Void, Never>?
+        /// The running transfer's metrics and spans, when the session records any.
+        var telemetry: TaskTelemetry?
         var lastActivity = ContinuousClock.now
         /// Waiting for a connection slot or before a retry: the idle timeout does not run.
         var queued = false

@@ -199,8 +199,20 @@ struct TaskClient: Sendable {
     /// offset when a resumable upload continues.
     func resetSentBytes(to offset: Int64 = 0) { task.storage.withLock { $0.bytesSent = offset } }
 
+    /// Publishes `event`; the task's ``TaskTelemetry`` (when the session records any) sees
+    /// it after the lock is released, and counts retries and resumes from it.
     func publish(_ event: TaskEvent) {
-        task.storage.withLock { publish(event, in: &$0) }
+        let telemetry = task.storage.withLock { storage in
+            publish(event, in: &storage)
+            return storage.telemetry
+        }
+        telemetry?.observe(event)
+    }
+
+    /// The running transfer's metrics and spans, when the session records any.
+    var telemetry: TaskTelemetry? {
+        get { task.storage.withLock { $0.telemetry } }
+        nonmutating set { task.storage.withLock { $0.telemetry = newValue } }
     }
 
     /// Publishes `event` and waits until the delegate has handled it (when there is one).

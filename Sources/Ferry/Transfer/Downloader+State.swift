@@ -108,7 +108,8 @@ extension Downloader {
             enabled: planner.canResume(withChecksum: options.checksum != nil),
             store: configuration.resumeStore,
             key: options.resumeKey,
-            logger: logger
+            logger: logger,
+            telemetry: transfer.telemetry
         )
     }
 

@@ -89,8 +89,10 @@ extension Transfer {
     ) async throws -> HopOutcome<Result> {
         try await origin.client.waitWhilePaused()
         guard let url = hop.request.url else { throw FerryError(.invalidURL, "The request has no URL.") }
-        let currentRequest = outgoingRequest(of: hop, in: loop, to: url)
+        var currentRequest = outgoingRequest(of: hop, in: loop, to: url)
+        let spanned = telemetry?.startRequest(&currentRequest, reason: hop.reason)
         var responded = false
+        var failure: FerryError?
         var transaction = TransactionMetrics(
             request: currentRequest,
             reason: hop.reason,
@@ -102,6 +104,7 @@ extension Transfer {
             transaction.responseEndDate = Date()
             transaction.countOfRequestBodyBytesSent = hop.body == nil ? 0 : origin.countOfBytesSent
             origin.client.record(transaction)
+            if let spanned { telemetry?.endRequest(spanned, transaction: transaction, failure: failure) }
         }
         do {
             return try await lease.holding(Origin(url)) {
@@ -130,8 +133,9 @@ extension Transfer {
                 return try await outcome(of: head, body: response.body, for: sent, of: loop, consume: consume)
             }
         } catch {
-            let failure = ferryError(from: error)
-            return .event(.failed(error, failure, responded: responded, cancelled: Task.isCancelled))
+            let typed = ferryError(from: error)
+            failure = typed
+            return .event(.failed(error, typed, responded: responded, cancelled: Task.isCancelled))
         }
     }
 
@@ -187,10 +191,12 @@ extension Transfer {
                 )
             }
             logger.debug("answering an authentication challenge", metadata: ["url": "\(url)"])
+            telemetry?.challenged(by: head)
             return .authenticate(retry)
         }
         if let next = try await redirect(for: hop.request, response: head, body: hop.body, redirects: hop.redirects) {
             origin.client.setCurrentRequest(next.request, redirectedBy: head)
+            telemetry?.redirected(by: head, to: next.request.url)
             logger.debug(
                 "redirect",
                 metadata: ["from": "\(url)", "to": "\(next.request.url?.absoluteString ?? "")"]

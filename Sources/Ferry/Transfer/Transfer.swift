@@ -6,6 +6,7 @@ import NIOHTTP1
 import NIOHTTPCompression
 import NIOSSL
 import Synchronization
+import Tracing
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -43,6 +44,8 @@ final class Transfer: Sendable {
     /// A download written in order (not stored for resuming) is decoded as a data task's
     /// body is; other downloads keep the bytes as sent.
     let decodesDownload = Atomic(false)
+    /// The task's metrics and spans; `nil` when the session records none.
+    let telemetry: TaskTelemetry?
 
     init(task: SessionTask, session: Session, admission: HostLimiter.Reservation? = nil) {
         self.session = session
@@ -58,6 +61,10 @@ final class Transfer: Sendable {
         var logger = session.configuration.logger
         logger[metadataKey: "ferry-task"] = "\(task.taskIdentifier)"
         self.logger = logger
+        // Made here, in the transfer's Swift task: its span's parent is the context of the
+        // code that resumed the task.
+        telemetry = TaskTelemetry(task: task, telemetry: session.telemetry)
+        if let telemetry { task.client.telemetry = telemetry }
     }
 
     var configuration: SessionConfiguration { session.configuration }
@@ -72,19 +79,27 @@ final class Transfer: Sendable {
         let outcome: TaskOutcome?
         let failure: FerryError?
         do {
-            outcome = try await admitted { try await perform() }
+            outcome = try await inTaskSpan { try await admitted { try await perform() } }
             failure = nil
         } catch {
             outcome = nil
             failure = ferryError(from: error)
         }
         watchdog.unwatch(self)
+        telemetry?.finish(error: failure)
         if let failure {
             logger.debug("task failed", metadata: ["error": "\(failure)"])
         } else {
             logger.debug("task completed")
         }
         origin.client.transferDidFinish(error: failure, outcome: outcome)
+    }
+
+    /// Runs `work` with the task's span as the current `ServiceContext` (when there is one),
+    /// so that what it starts (the requests' spans) descends from it.
+    private func inTaskSpan(_ work: () async throws -> TaskOutcome) async throws -> TaskOutcome {
+        guard let context = telemetry?.context else { return try await work() }
+        return try await ServiceContext.withValue(context) { try await work() }
     }
 
     /// Runs `work` once the task holds a slot for the origin of its original request: a task
