@@ -43,6 +43,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
         // Counters and timers of transfers, when the application bootstraps a backend.
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        // The daemon as a service: SIGTERM drains it (ServiceGroup), and Prometheus reads its
+        // metrics on the web listener.
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         // `swift package generate-documentation`: the DocC catalog in Sources/Ferry/Ferry.docc.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
@@ -115,6 +119,9 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 // The web page's Content-Security-Policy names its script by SHA-256.
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: strictSwift6
         ),
@@ -126,6 +133,7 @@ let package = Package(
                 "FerryLazyLibcurl",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strictSwift6
         ),

@@ -3,7 +3,7 @@ import Ferry
 import FerryBackground
 import Foundation
 import Logging
-import Synchronization
+import ServiceLifecycle
 
 #if canImport(Glibc)
 import Glibc
@@ -47,7 +47,9 @@ struct DaemonCommand: AsyncParsableCommand {
             One daemon per state directory: it owns the downloads added with `ferry add` and by \
             background sessions, keeps them in SQLite (ferry.sqlite, WAL) and continues them from \
             their last checkpoint after any crash. It answers on a Unix socket only its user can \
-            open. SIGTERM or SIGINT stops it; unfinished downloads continue at the next start.
+            open. SIGTERM or SIGINT drains it: every transfer writes its last checkpoint and continues \
+            at the next start. Under systemd (Type=notify) it says READY=1 on NOTIFY_SOCKET once it \
+            answers. With --web, GET /metrics there serves Prometheus's format behind the token.
             """
     )
 
@@ -127,43 +129,45 @@ struct DaemonCommand: AsyncParsableCommand {
             options.globalLimit = max(1, globalLimit)
             options.perHostLimit = max(1, perHostLimit)
             options.bytesPerSecond = limitRate.flatMap(GetCommand.byteCount)
-            var allowedDirectories = [
+            var allowed = [
                 FileManager.default.homeDirectoryForCurrentUser, locations.stateDirectory,
                 FileManager.default.temporaryDirectory, URL(fileURLWithPath: "/tmp"),
             ]
-            allowedDirectories += allowed.map { URL(fileURLWithPath: $0, isDirectory: true) }
+            allowed += self.allowed.map { URL(fileURLWithPath: $0, isDirectory: true) }
+            let allowedDirectories = allowed
             options.allowedDirectories = allowedDirectories
             options.retention.maximumAge = max(0, keepDays) * 86_400
             options.retention.maximumFinishedTasks = max(0, keepFinished)
             var logger = Logger(label: "ferry.daemon") { label in StreamLogHandler.standardError(label: label) }
             logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
             options.logger = logger
-            let service = try BackgroundDaemon(options: options)
-            // SIGTERM and SIGINT stop it cleanly from the moment it can answer.
-            let shutdown = ShutdownLatch()
-            let stop = [SIGTERM, SIGINT].map { number in
-                signal(number, SIG_IGN)
-                let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-                source.setEventHandler { shutdown.request() }
-                source.resume()
-                return source
+            let log = logger
+            let metrics = web == nil ? nil : DaemonMetrics()
+            let service = BackgroundDaemonService(
+                options: options,
+                metrics: metrics,
+                notifier: SystemdNotifier(),
+                logger: logger
+            ) { daemon in
+                let server = try await BackgroundServer.start(
+                    daemon: daemon,
+                    socket: locations.socket,
+                    allowedDirectories: allowedDirectories
+                )
+                log.notice("listening on \(server.socketPath) (state in \(locations.stateDirectory.path))")
+                let metricsText = metrics.map { metrics in { @Sendable in await metrics.text(for: daemon) } }
+                guard let webServer = try await startWeb(daemon, allowedDirectories, locations, log, metricsText)
+                else { return [server] }
+                return [server, webServer]
             }
-            let server = try await BackgroundServer.start(
-                daemon: service,
-                socket: locations.socket,
-                allowedDirectories: allowedDirectories
+            // SIGTERM and SIGINT drain it: transfers checkpoint and continue at the next start.
+            let group = ServiceGroup(
+                services: [service],
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger
             )
-            shutdown.attach(server)
-            logger.notice("listening on \(server.socketPath) (state in \(locations.stateDirectory.path))")
-            let webServer = try await startWeb(service, allowedDirectories, locations, logger)
-            if let webServer { shutdown.attach(webServer) }
-            // Transfers start once the daemon answers.
-            try await service.start()
-            await server.run()
-            await webServer?.close()
+            try await group.run()
             try? FileManager.default.removeItem(at: WebCommand.addressFile(locations))
-            logger.notice("stopped")
-            for source in stop { source.cancel() }
             withExtendedLifetime(lock) {}
         } catch {
             ExitStatus.exit(with: error)
@@ -178,7 +182,8 @@ extension DaemonCommand {
         _ service: BackgroundDaemon,
         _ allowedDirectories: [URL],
         _ locations: BackgroundLocations,
-        _ logger: Logger
+        _ logger: Logger,
+        _ metrics: (@Sendable () async -> String)?
     ) async throws -> BackgroundServer? {
         let file = WebCommand.addressFile(locations)
         try? FileManager.default.removeItem(at: file)
@@ -195,7 +200,8 @@ extension DaemonCommand {
                 port: port,
                 token: token,
                 allowedDirectories: allowedDirectories,
-                saveTo: saveTo.path
+                saveTo: saveTo.path,
+                metrics: metrics
             )
         } catch {
             throw FerryError(.unsupportedConfiguration, "The web page cannot listen on \(web): \(error).")
@@ -205,26 +211,5 @@ extension DaemonCommand {
         // The token stays out of the log (the journal, under systemd, is read by others).
         logger.notice("web interface on \(server.socketPath): `ferry web` prints its address with the token")
         return server
-    }
-}
-
-/// A stop asked for by a signal, before or after the servers it stops exist.
-final class ShutdownLatch: Sendable {
-    private let state = Mutex<(requested: Bool, servers: [BackgroundServer])>((false, []))
-
-    func request() {
-        let servers = state.withLock { state in
-            state.requested = true
-            return state.servers
-        }
-        for server in servers { Task { await server.close() } }
-    }
-
-    func attach(_ server: BackgroundServer) {
-        let requested = state.withLock { state in
-            state.servers.append(server)
-            return state.requested
-        }
-        if requested { Task { await server.close() } }
     }
 }

@@ -29,7 +29,7 @@ enum Browser {
 }
 
 /// A daemon started with `--web 127.0.0.1:0`, and the address `ferry web` prints.
-private struct WebDaemon {
+struct WebDaemon {
     let daemon: DaemonProcess
     let pid: pid_t
     /// `http://127.0.0.1:PORT/?token=…`.

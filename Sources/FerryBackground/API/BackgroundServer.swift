@@ -29,6 +29,9 @@ package final class BackgroundServer: Sendable {
     package let socketPath: String
     /// The web interface's checks and page; `nil` on the socket.
     private let web: (gate: WebGate, page: WebPage)?
+    /// The text `GET /metrics` answers on the web interface (Prometheus's format); `nil`:
+    /// no metrics are served.
+    private let metrics: (@Sendable () async -> String)?
     /// Open connections, closed by ``close()``; `nil` once closing.
     private let connections = Mutex<[ObjectIdentifier: any Channel]?>([:])
 
@@ -36,12 +39,14 @@ package final class BackgroundServer: Sendable {
         acceptor: ConnectionAcceptor<HTTPServerRequestPart, HTTPServerResponsePart>,
         router: BackgroundRouter,
         socketPath: String,
-        web: (gate: WebGate, page: WebPage)? = nil
+        web: (gate: WebGate, page: WebPage)? = nil,
+        metrics: (@Sendable () async -> String)? = nil
     ) {
         self.acceptor = acceptor
         self.router = router
         self.socketPath = socketPath
         self.web = web
+        self.metrics = metrics
     }
 
     /// Binds the socket at `socket` (replacing a stale one: the caller holds the daemon lock).
@@ -83,13 +88,15 @@ package final class BackgroundServer: Sendable {
     ///   - token: the secret every request must carry.
     ///   - allowedDirectories: as for the socket.
     ///   - saveTo: the folder the page offers for new downloads.
+    ///   - metrics: what `GET /metrics` answers (Prometheus's text format); `nil`: a 404.
     package static func startWeb(
         daemon: BackgroundDaemon,
         host: String,
         port: Int,
         token: String,
         allowedDirectories: [URL],
-        saveTo: String
+        saveTo: String,
+        metrics: (@Sendable () async -> String)? = nil
     ) async throws -> BackgroundServer {
         guard WebAddress.isLoopback(host) else {
             throw FerryError(.unsupportedConfiguration, "The web interface listens only on loopback, not \(host).")
@@ -108,7 +115,8 @@ package final class BackgroundServer: Sendable {
             acceptor: acceptor,
             router: BackgroundRouter(daemon: daemon, allowedDirectories: allowedDirectories),
             socketPath: WebAddress.url(host: host, port: bound),
-            web: (WebGate(token: token, host: host, port: bound), WebPage(saveTo: saveTo))
+            web: (WebGate(token: token, host: host, port: bound), WebPage(saveTo: saveTo)),
+            metrics: metrics
         )
         acceptor.start { connection in await server.serve(connection) }
         return server
@@ -120,7 +128,7 @@ package final class BackgroundServer: Sendable {
     }
 
     /// Stops listening and closes every connection (a client's idle keep-alive connection
-    /// must not hold the daemon up).
+    /// must not hold the daemon up); the socket's file is removed.
     package func close() async {
         let open = connections.withLock { connections in
             defer { connections = nil }
@@ -128,6 +136,7 @@ package final class BackgroundServer: Sendable {
         }
         for connection in open { connection.close(promise: nil) }
         await acceptor.close()
+        if web == nil { unlink(socketPath) }
     }
 
     private func serve(_ connection: Connection) async {
@@ -188,6 +197,16 @@ package final class BackgroundServer: Sendable {
             response.headers.append(("Set-Cookie", web.gate.pageCookie))
         case .api:
             response = await router.respond(method: request.method.rawValue, target: request.uri, body: body)
+        case .metrics:
+            if let metrics {
+                response = BackgroundRouter.Response(
+                    status: 200,
+                    body: Data(await metrics().utf8),
+                    headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")]
+                )
+            } else {
+                response = BackgroundRouter.failure(BackgroundAPI.Failure(404, "notFound", "No metrics are served."))
+            }
         case .refuse(let status, let code, let message):
             response = BackgroundRouter.failure(BackgroundAPI.Failure(status, code, message))
         }

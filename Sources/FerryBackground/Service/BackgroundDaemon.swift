@@ -1,3 +1,4 @@
+package import CoreMetrics
 package import Ferry
 package import Foundation
 package import Logging
@@ -35,6 +36,8 @@ package actor BackgroundDaemon {
         /// Where tasks' files may be (links resolved), judged again when a task's source is
         /// opened and when its file is moved into place; `nil`: anywhere.
         package var allowedDirectories: [URL]?
+        /// Where the transfers' metrics go (the daemon's Prometheus registry); `nil`: nowhere.
+        package var metricsFactory: (any MetricsFactory)?
 
         package init(stateDirectory: URL) { self.stateDirectory = stateDirectory }
     }
@@ -58,6 +61,8 @@ package actor BackgroundDaemon {
     /// store only when it prunes, so that polling never writes.
     private var attached: [String: Date] = [:]
     private var wake: Task<Void, Never>?
+    /// Set by ``drain()``: no transfer starts any more.
+    private var draining = false
 
     package init(options: Options) throws {
         store = try BackgroundStore(directory: options.stateDirectory)
@@ -69,6 +74,7 @@ package actor BackgroundDaemon {
         configuration.maximumBytesPerSecond = options.bytesPerSecond
         configuration.cookieStore = nil
         configuration.logger = options.logger
+        configuration.metricsFactory = options.metricsFactory ?? NOOPMetricsHandler.instance
         session = try Session(configuration: configuration)
         scheduler = BackgroundScheduler(limit: options.globalLimit)
         allowedDirectories = options.allowedDirectories
@@ -121,23 +127,49 @@ package actor BackgroundDaemon {
         case .queued:
             try store.update(id) { $0.state = .paused }
         case .running:
-            if let transfer = running[id] {
-                stopping[id] = .paused
-                if let download = transfer as? DownloadTask {
-                    _ = await download.cancelProducingResumeData()
-                } else if let upload = transfer as? UploadTask {
-                    // A resumable upload keeps its upload resource; another starts over.
-                    _ = await upload.cancelProducingResumeData()
-                } else {
-                    transfer.cancel()
-                }
-                // Answer with the state the pause left, not the one it found.
-                await waitUntilEnded(id)
-            }
+            // Answer with the state the pause left, not the one it found.
+            await stop(id, leaving: .paused)
         default:
             break
         }
         return try store.task(id)
+    }
+
+    /// Stops running task `id` keeping what it fetched (a download's last checkpoint is
+    /// written; a resumable upload keeps its upload resource, another starts over), and
+    /// returns once its end, `state`, is recorded.
+    private func stop(_ id: Int64, leaving state: BackgroundTaskRecord.State) async {
+        guard let transfer = running[id] else { return }
+        stopping[id] = state
+        if let download = transfer as? DownloadTask {
+            _ = await download.cancelProducingResumeData()
+        } else if let upload = transfer as? UploadTask {
+            _ = await upload.cancelProducingResumeData()
+        } else {
+            transfer.cancel()
+        }
+        await waitUntilEnded(id)
+    }
+
+    /// Stops every transfer for the daemon's own stop (SIGTERM): each writes its last
+    /// checkpoint and is left `queued`, so that the next start continues it; nothing new
+    /// starts from now on. Returns once every end is recorded.
+    package func drain() async {
+        draining = true
+        wake?.cancel()
+        wake = nil
+        let ids = Array(running.keys)
+        logger.notice("stopping: \(ids.count) running transfer(s) keep their bytes for the next start")
+        await withTaskGroup(of: Void.self) { group in
+            for id in ids { group.addTask { await self.stop(id, leaving: .queued) } }
+        }
+    }
+
+    /// How many tasks are in each state, for the daemon's metrics.
+    package func taskCounts() throws -> [BackgroundTaskRecord.State: Int] {
+        var counts: [BackgroundTaskRecord.State: Int] = [:]
+        for task in try store.tasks() { counts[reported(task).state, default: 0] += 1 }
+        return counts
     }
 
     /// Queues a paused or failed task again; it continues from its checkpoint.
@@ -170,6 +202,7 @@ package actor BackgroundDaemon {
     // MARK: Running
 
     private func schedule() throws {
+        guard !draining else { return }
         let queued = try store.tasks().filter { $0.state == .queued }
         let decision = scheduler.decide(
             queued: queued.compactMap { task in
@@ -322,6 +355,11 @@ package actor BackgroundDaemon {
             case .paused?:
                 try store.update(id) { $0.state = .paused }
                 logger.info("task \(id) paused at byte \(transfer.countOfBytesReceived)")
+            case .queued?:
+                try store.update(id) { $0.state = .queued }
+                logger.info(
+                    "task \(id) stopped with the daemon at byte \(transfer.countOfBytesReceived): continues at the next start"
+                )
             case .canceled?:
                 try store.finish(id, as: .canceled, detail: nil)
                 logger.info("task \(id) canceled")

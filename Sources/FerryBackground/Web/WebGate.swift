@@ -11,8 +11,10 @@ import Foundation
 ///    curl and scripts send none, and need the token all the same);
 /// 3. the page (`GET /?token=…`, or `GET /` with the ``cookieName`` cookie the page sets,
 ///    `HttpOnly` and `SameSite=Strict`, so that a reload works once the script has taken the
-///    token out of the address bar) and the API (`/v1/…` with `Authorization: Bearer …`)
-///    need the token the daemon made at start, compared in constant time. The page itself
+///    token out of the address bar), the API (`/v1/…` with `Authorization: Bearer …`) and
+///    the metrics (`GET /metrics`, Prometheus's text format, with the same `Authorization`,
+///    which Prometheus sends with `authorization: { credentials: TOKEN }`) need the token
+///    the daemon made at start, compared in constant time. The page itself
 ///    holds no secret: its script keeps the token in the tab's session storage.
 /// No CORS header is ever sent, so a preflight (`OPTIONS`) is refused as well.
 struct WebGate: Sendable, Equatable {
@@ -22,6 +24,8 @@ struct WebGate: Sendable, Equatable {
         case page
         /// Hand the request to the socket API's router, as if it came through the socket.
         case api
+        /// Answer with the daemon's metrics.
+        case metrics
         /// Answer with this status and error code, and a message saying why.
         case refuse(status: Int, code: String, message: String)
     }
@@ -103,7 +107,8 @@ struct WebGate: Sendable, Equatable {
             }
             return .page
         }
-        guard path.hasPrefix("/v1/") else {
+        let metrics = path == "/metrics"
+        guard path.hasPrefix("/v1/") || metrics else {
             return .refuse(status: 404, code: "notFound", message: "No such page: \(path).")
         }
         let authorization = values("Authorization")
@@ -113,10 +118,15 @@ struct WebGate: Sendable, Equatable {
             return .refuse(
                 status: 401,
                 code: "unauthorized",
-                message: "The API needs the daemon's token: Authorization: Bearer TOKEN."
+                message:
+                    "The \(metrics ? "metrics need" : "API needs") the daemon's token: Authorization: Bearer TOKEN."
             )
         }
-        return .api
+        guard metrics else { return .api }
+        guard method == "GET" || method == "HEAD" else {
+            return .refuse(status: 405, code: "methodNotAllowed", message: "\(method) is not allowed on /metrics.")
+        }
+        return .metrics
     }
 
     /// Whether `given` equals `expected`, in time that depends only on their lengths.
