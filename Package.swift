@@ -21,6 +21,8 @@ let package = Package(
     products: [
         .library(name: "Ferry", targets: ["Ferry"]),
         .library(name: "FerryTestServer", targets: ["FerryTestServer"]),
+        // A ClientTransport for swift-openapi-runtime: generated clients over a Session.
+        .library(name: "FerryOpenAPI", targets: ["FerryOpenAPI"]),
         .executable(name: "ferry", targets: ["ferry"]),
         .executable(name: "ferry-testserver", targets: ["ferry-testserver"]),
     ],
@@ -47,6 +49,8 @@ let package = Package(
         // metrics on the web listener.
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        // FerryOpenAPI: the transport of clients swift-openapi-generator makes.
+        .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.4"),
         // `swift package generate-documentation`: the DocC catalog in Sources/Ferry/Ferry.docc.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
@@ -72,6 +76,17 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        // A ClientTransport for swift-openapi-runtime over a Session (a product of its own, so
+        // that Ferry's users who generate no client never build the runtime).
+        .target(
+            name: "FerryOpenAPI",
+            dependencies: [
+                "Ferry",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             swiftSettings: strictSwift6
         ),
@@ -212,7 +227,9 @@ let package = Package(
         .testTarget(
             name: "FerryIntegrationTests",
             dependencies: [
-                "Ferry", "FerryBackground", "FerryTestServer", "FerryLazyLibcurl",
+                "Ferry", "FerryBackground", "FerryTestServer", "FerryLazyLibcurl", "FerryOpenAPI",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 // The observability tests read metrics and spans back.
                 .product(name: "MetricsTestKit", package: "swift-metrics"),

@@ -25,8 +25,38 @@ extension Session {
     /// - Throws: ``FerryError`` when the task fails before a final response; cancelling the
     ///   calling Swift task while it waits cancels the transfer.
     public func bytes(for request: URLRequest) async throws(FerryError) -> (ResponseBytes, HTTPResponse) {
+        try await streamed(request, body: nil)
+    }
+
+    /// ``bytes(for:)`` with a request body sent as the connection asks for it (FerryOpenAPI's
+    /// transport streams both ways with it).
+    ///
+    /// - Parameters:
+    ///   - request: The request; its method, URL and header fields are sent.
+    ///   - body: The body's chunks.
+    ///   - length: The exact length, sent as `Content-Length`; `nil` sends the body chunked.
+    ///   - replayable: Whether `body` can be iterated again from its start (then it is sent
+    ///     again after a 307 / 308 redirect or a challenge); otherwise it is iterated once.
+    package func bytes<Body: AsyncSequence & Sendable>(
+        for request: URLRequest,
+        body: Body,
+        length: Int64?,
+        replayable: Bool
+    ) async throws(FerryError) -> (ResponseBytes, HTTPResponse) where Body.Element: DataProtocol {
+        let chunks: RequestBody =
+            replayable
+            ? .provided(.provided { body }, length: length) : .stream(.oneShot(body), length: length)
+        return try await streamed(request, body: chunks)
+    }
+
+    private func streamed(
+        _ request: URLRequest,
+        body: RequestBody?
+    ) async throws(FerryError) -> (ResponseBytes, HTTPResponse) {
         let sink = ResponseStreamSink()
-        let task = register { DataTask(identifier: $0, request: request, plan: .stream(sink), session: self) }
+        let task = register {
+            DataTask(identifier: $0, request: request, plan: .stream(sink, body: body), session: self)
+        }
         sink.demand.setOnTerminate { [weak task] in task?.cancel() }
         // Made before the task starts: whatever happens, the sequence's end has a reader
         // to tell, and a reader that drops it cancels the task.

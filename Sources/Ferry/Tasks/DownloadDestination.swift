@@ -126,8 +126,9 @@ enum DownloadDelivery: Sendable {
 /// What a task's transfer does with bodies.
 enum TransferPlan: Sendable {
     case data
-    /// The body goes, as it arrives, to the reader of ``Session/bytes(for:)``.
-    case stream(ResponseStreamSink)
+    /// The body goes, as it arrives, to the reader of ``Session/bytes(for:)``; the request's
+    /// body is `body`, or when `nil` the request's own (`httpBody`, `httpBodyStream`).
+    case stream(ResponseStreamSink, body: RequestBody?)
     /// A TCP connection of a ``StreamTask``: no HTTP.
     case socket(StreamConnection)
     case upload(RequestBody)

@@ -100,6 +100,7 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
         sessionReference = WeakSession(session)
         storage = Mutex(Storage(currentRequest: request))
         if case .upload(let body) = plan { storage.withLock { $0.bytesExpectedToSend = body.length } }
+        if case .stream(_, let body?) = plan { storage.withLock { $0.bytesExpectedToSend = body.length } }
     }
 
     /// The session the task belongs to, while it exists.

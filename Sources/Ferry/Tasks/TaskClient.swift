@@ -337,7 +337,7 @@ struct TaskClient: Sendable {
         // getAllTasks) never lists a task whose caller was told it finished.
         task.session?.taskDidComplete(task)
         switch task.plan {
-        case .stream(let sink): sink.taskCompleted(with: task.storage.withLock { $0.error })
+        case .stream(let sink, _): sink.taskCompleted(with: task.storage.withLock { $0.error })
         case .socket(let connection): connection.taskEnded(task.storage.withLock { $0.error })
         case .data, .upload, .download: break
         }

@@ -151,9 +151,9 @@ final class Transfer: Sendable {
             return try await Downloader(transfer: self).download(delivery: delivery, resume: resume)
         case .socket:
             throw FerryError(.unsupportedConfiguration, "A stream task has no HTTP transfer.")
-        case .stream(let sink):
+        case .stream(let sink, let body):
             let request = origin.originalRequest
-            return try await send(request, body: try RequestBody.of(request)) { body, head in
+            return try await send(request, body: try body ?? RequestBody.of(request)) { body, head in
                 try await stream(body, head: head, to: sink)
             }
         case .data where Upgrader.leavesHTTP(origin.originalRequest):
