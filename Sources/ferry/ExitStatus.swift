@@ -5,6 +5,8 @@ import Foundation
 /// The exit status for each kind of failure, curl's numbers where curl has one.
 enum ExitStatus {
     static let interrupted: Int32 = 130
+    /// curl's CURLE_READ_ERROR: a file the command was to read cannot be read.
+    static let readError: Int32 = 26
 
     static func code(for error: FerryError) -> Int32 {
         // Over the package's codes, so that a reason added later must be given a status here.

@@ -116,6 +116,28 @@ struct GetCommand: AsyncParsableCommand {
     @Flag(name: [.customShort("q"), .customLong("quiet")], help: "No progress line.")
     var quiet = false
 
+    @Option(
+        name: [.customShort("w"), .customLong("write-out")],
+        help: ArgumentHelp(
+            "Print FORMAT when the transfer ends, as curl does: %{http_code}, %{size_download}, %{time_total}, %{url_effective}, %{json}, %header{NAME}… (@FILE reads it from FILE).",
+            valueName: "format"
+        )
+    )
+    var writeOut: String?
+
+    @Option(
+        name: .customLong("etag-save"),
+        help: "Save the response's ETag to FILE, as curl does (an empty file when it has none)."
+    )
+    var etagSave: String?
+
+    @Option(
+        name: .customLong("etag-compare"),
+        help:
+            "Send If-None-Match with the ETag in FILE, as curl does: a 304 (not modified) leaves the output alone and exits 0."
+    )
+    var etagCompare: String?
+
     @Flag(name: .customLong("json"), help: "Print one JSON event per line on standard output.")
     var json = false
 
@@ -184,9 +206,27 @@ struct GetCommand: AsyncParsableCommand {
         else {
             fail(FerryError(.invalidURL, "'\(url)' is not an http or https URL."))
         }
+        if let etagCompare {
+            // curl's: the file's first line, `""` when it is empty; exit 26 when unreadable.
+            guard let data = FileManager.default.contents(atPath: etagCompare) else {
+                if !json {
+                    FileHandle.standardError.write(Data("ferry: cannot read the ETag file '\(etagCompare)'.\n".utf8))
+                }
+                Foundation.exit(ExitStatus.readError)
+            }
+            let tag = String(decoding: data, as: UTF8.self).split(separator: "\n").first.map(String.init) ?? ""
+            let trimmed = tag.trimmingCharacters(in: .whitespaces)
+            request.setValue(trimmed.isEmpty ? "\"\"" : trimmed, forHTTPHeaderField: "If-None-Match")
+        }
+        let report: WriteOut?
+        do {
+            report = try writeOut.map { format throws(FerryError) in try WriteOut(format) }
+        } catch {
+            fail(error)
+        }
         var configuration = SessionConfiguration.default
         configuration.retryPolicy = RetryPolicy(maximumRetries: retries)
-        configuration.collectsConnectionMetrics = connectionMetrics
+        configuration.collectsConnectionMetrics = connectionMetrics || report?.needsConnectionMetrics == true
         configuration.maximumConnectionsPerDownload = split
         configuration.httpMaximumConnectionsPerHost = max(configuration.httpMaximumConnectionsPerHost, split)
         if let size = minimumSplitSize.flatMap(Self.byteCount) { configuration.minimumSegmentSize = size }
@@ -268,8 +308,17 @@ struct GetCommand: AsyncParsableCommand {
         session.finishTasksAndInvalidate()
         await reporter.value
         connection.saveCookieJar(configuration)
+        // With --etag-compare, a 304 is the answer asked for: the output is left as it is.
+        let notModified = etagCompare != nil && task.error?.reason.statusCode == 304
+        let failure = notModified ? nil : task.error
+        if let etagSave { saveETag(of: task.response ?? task.error?.response, to: etagSave) }
+        if let report {
+            let status = failure.map { interrupted.isSet ? ExitStatus.interrupted : ExitStatus.code(for: $0) } ?? 0
+            let filename = toStandardOutput ? nil : output ?? task.fileURL?.path
+            report.write(WriteOut.Report(task: task, given: url, exitCode: status, error: failure, filename: filename))
+        }
         let speak = !json && !quiet
-        if let error = task.error {
+        if let error = failure {
             if let kept = error.resumeData?.bytesKept {
                 if !json {
                     let why = interrupted.isSet ? "interrupted" : error.description
@@ -327,6 +376,16 @@ struct GetCommand: AsyncParsableCommand {
     }
 
     private func fail(_ error: FerryError) -> Never { ExitStatus.exit(with: error, json: json) }
+
+    /// `--etag-save`: the response's `ETag` and a newline, or an empty file, as curl writes it.
+    private func saveETag(of response: HTTPResponse?, to path: String) {
+        let text = response?.headers["ETag"].map { $0 + "\n" } ?? ""
+        do {
+            try Data(text.utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
+        } catch {
+            fail(FerryError(.fileSystem, "Cannot write the ETag to '\(path)'.", underlying: error))
+        }
+    }
 
     /// Runs `handler` on SIGINT instead of dying, so the transfer can stop cleanly.
     static func onInterrupt(_ handler: @escaping @Sendable () -> Void) -> any DispatchSourceSignal {
