@@ -113,6 +113,13 @@ struct GetCommand: AsyncParsableCommand {
     @Option(name: .customLong("retries"), help: "Retries of transient failures, each resuming the download (0: none).")
     var retries = 5
 
+    @Flag(
+        name: .customLong("retry-all-errors"),
+        help:
+            "Retry (up to --retries) after any error the server or the network caused, a 404 included, as curl's --retry-all-errors."
+    )
+    var retryAllErrors = false
+
     @Flag(name: [.customShort("q"), .customLong("quiet")], help: "No progress line.")
     var quiet = false
 
@@ -226,6 +233,7 @@ struct GetCommand: AsyncParsableCommand {
         }
         var configuration = SessionConfiguration.default
         configuration.retryPolicy = RetryPolicy(maximumRetries: retries)
+        configuration.retryPolicy.retriesAllErrors = retryAllErrors
         configuration.collectsConnectionMetrics = connectionMetrics || report?.needsConnectionMetrics == true
         configuration.maximumConnectionsPerDownload = split
         configuration.httpMaximumConnectionsPerHost = max(configuration.httpMaximumConnectionsPerHost, split)

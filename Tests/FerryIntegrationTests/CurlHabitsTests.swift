@@ -190,4 +190,51 @@ struct CurlHabitsTests {
             #expect(!FileManager.default.fileExists(atPath: path("g")))
         }
     }
+
+    /// `--retry-all-errors`: a 404 twice, then the file. Without the flag both give up at
+    /// once (curl with `-f`, to fail on the status as ferry does).
+    @Test(.enabled(if: curlInstalled))
+    func retryAllErrorsRetriesA404() async throws {
+        try await withServer { server in
+            let directory = try makeTemporaryDirectory("retry-all")
+            func url(_ who: String) -> String {
+                server.url("/bytes/5000?seed=4&fail-first=2&fail-status=404&who=\(who)").absoluteString
+            }
+            let ferryOnce = try await ProcessRunner.run(
+                ProcessRunner.ferry,
+                ["get", "-q", "--retries", "3", "-o", directory.appendingPathComponent("f0").path, url("ferry-once")]
+            )
+            let curlOnce = try await ProcessRunner.run(
+                Self.curl,
+                ["-s", "-f", "--retry", "3", "-o", directory.appendingPathComponent("c0").path, url("curl-once")]
+            )
+            #expect(ferryOnce.status == 22 && curlOnce.status == 22)
+            #expect(server.requests.filter { $0.uri.contains("who=ferry-once") }.count == 1)
+            #expect(server.requests.filter { $0.uri.contains("who=curl-once") }.count == 1)
+
+            let ferry = try await ProcessRunner.run(
+                ProcessRunner.ferry,
+                [
+                    "get", "-q", "--retries", "3", "--retry-all-errors", "-o",
+                    directory.appendingPathComponent("f").path,
+                    url("ferry"),
+                ]
+            )
+            let curl = try await ProcessRunner.run(
+                Self.curl,
+                [
+                    "-s", "-f", "--retry", "3", "--retry-all-errors", "--retry-delay", "1", "-o",
+                    directory.appendingPathComponent("c").path, url("curl"),
+                ]
+            )
+            #expect(ferry.status == 0 && curl.status == 0, "\(ferry.stderrText) \(curl.stderrText)")
+            #expect(
+                server.requests.filter { $0.uri.contains("who=ferry&") || $0.uri.hasSuffix("who=ferry") }.count == 3
+            )
+            #expect(server.requests.filter { $0.uri.hasSuffix("who=curl") }.count == 3)
+            let expected = TestContent.data(size: 5000, seed: 4)
+            #expect(try Data(contentsOf: directory.appendingPathComponent("f")) == expected)
+            #expect(try Data(contentsOf: directory.appendingPathComponent("c")) == expected)
+        }
+    }
 }

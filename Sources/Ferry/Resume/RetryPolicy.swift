@@ -22,6 +22,12 @@ public struct RetryPolicy: Sendable, Equatable {
     public var maximumDelay: TimeInterval
     /// The longest `Retry-After` honoured.
     public var maximumRetryAfter: TimeInterval
+    /// Also retry what is not transient but came from the server or the network: any
+    /// error status (a 404 included), a refused TLS handshake, a redirect that cannot be
+    /// followed, a resource timeout (curl's `--retry-all-errors`). Cancellation and local
+    /// errors (the file system, a bad request, a checksum that does not match) stay final.
+    /// Default `false`.
+    public var retriesAllErrors = false
 
     /// A policy of at most `maximumRetries` retries, waiting `baseDelay` doubled each time up to `maximumDelay`, and a server's `Retry-After` up to `maximumRetryAfter`.
     public init(
@@ -43,6 +49,19 @@ public struct RetryPolicy: Sendable, Equatable {
 
     static let retriedStatuses: Set<Int> = [408, 429, 500, 502, 503, 504]
 
+    /// Whether this policy tries again after `error`.
+    func retries(_ error: FerryError) -> Bool {
+        if Self.isTransient(error) { return true }
+        guard retriesAllErrors else { return false }
+        switch error.reason.code {
+        case .network, .secureConnectionFailed, .badServerResponse, .timedOut, .unacceptableStatusCode,
+            .unacceptableContentType, .redirectFailed:
+            return true
+        default:
+            return false
+        }
+    }
+
     /// Whether `error` is worth another try.
     static func isTransient(_ error: FerryError) -> Bool {
         switch error.reason.code {
@@ -59,7 +78,7 @@ public struct RetryPolicy: Sendable, Equatable {
         now: Date = Date(),
         random: (ClosedRange<Double>) -> Double = { Double.random(in: $0) }
     ) -> TimeInterval? {
-        guard retry <= maximumRetries, Self.isTransient(error) else { return nil }
+        guard retry <= maximumRetries, retries(error) else { return nil }
         if let value = error.response?.headers["Retry-After"], let wait = Self.retryAfter(value, now: now) {
             return min(wait, maximumRetryAfter)
         }
