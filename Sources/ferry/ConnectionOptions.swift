@@ -114,7 +114,14 @@ struct ConnectionOptions: ParsableArguments {
     }
 
     /// Puts these options into `configuration` and `request` for a request to `url`.
-    func apply(to configuration: inout SessionConfiguration, for url: URL, request: inout URLRequest) throws {
+    /// - Parameter cookies: The command's cookie store, when several transfers share one (-b's
+    ///   cookies for `url`'s host are added to it); `nil`: a new one.
+    func apply(
+        to configuration: inout SessionConfiguration,
+        for url: URL,
+        request: inout URLRequest,
+        cookies shared: CookieStore? = nil
+    ) throws {
         if verbose { configuration.logger = VerboseLog.logger() }
         configuration.maximumBytesPerSecond = limitRate.flatMap(GetCommand.byteCount)
         if let credential = try credential(for: url) {
@@ -148,7 +155,7 @@ struct ConnectionOptions: ParsableArguments {
         configuration.tls.offersHTTP2 = httpVersion == .http2
         // A command's cookies live in memory: -b's, then what the responses set (for its own
         // redirects); --cookie-jar writes them out at the end (`saveCookieJar`).
-        let cookies = CookieStore()
+        let cookies = shared ?? CookieStore()
         if let cookie { try Self.addCookies(cookie, for: url, to: cookies) }
         configuration.cookieStore = cookies
         if let cookieJar { try Self.checkJar(URL(fileURLWithPath: cookieJar)) }

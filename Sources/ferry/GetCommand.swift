@@ -35,8 +35,34 @@ struct GetCommand: AsyncParsableCommand {
             """
     )
 
-    @Argument(help: "The http or https URL to download.")
-    var url: String
+    @Argument(
+        help: "The http or https URL to download; several, each to its own file with -O (as curl's --remote-name-all)."
+    )
+    var urls: [String] = []
+
+    /// The one URL of a command that fetches one.
+    var url: String { urls.first ?? "" }
+
+    @Option(
+        name: [.customShort("i"), .customLong("input-file")],
+        help: ArgumentHelp(
+            "Download what FILE lists, in aria2c's format: a line of URLs (TAB between mirrors of one file), then indented out=, dir=, checksum=TYPE=DIGEST, header=, split= lines.",
+            valueName: "file"
+        )
+    )
+    var inputFile: String?
+
+    @Flag(
+        name: [.customShort("Z"), .customLong("parallel")],
+        help: "With several URLs or -i, download them at once (curl's -Z), up to --parallel-max."
+    )
+    var parallel = false
+
+    @Option(name: .customLong("parallel-max"), help: "With -Z, at most N transfers at once (curl's; default 50).")
+    var parallelMax = 50
+
+    @Option(name: .customLong("max-per-host"), help: "With -Z, at most N transfers at once to one host (default 6).")
+    var maximumPerHost = 6
 
     @Option(
         name: [.customShort("o"), .customLong("output")],
@@ -149,11 +175,30 @@ struct GetCommand: AsyncParsableCommand {
     var json = false
 
     /// The body goes to standard output (no -o or -O, or -o -).
-    private var toStandardOutput: Bool { (output == nil && !remoteName) || output == "-" }
+    var toStandardOutput: Bool { (output == nil && !remoteName && !fetchesSeveral) || output == "-" }
+
+    /// Several downloads: several URLs, or an input file.
+    var fetchesSeveral: Bool { urls.count > 1 || inputFile != nil }
 
     func validate() throws {
+        if urls.isEmpty && inputFile == nil { throw ValidationError("ferry get needs a URL, or -i FILE.") }
+        if fetchesSeveral {
+            if output != nil {
+                throw ValidationError("-o names one file: with several URLs or -i, -O saves each under its own name.")
+            }
+            if urls.count > 1 && !remoteName {
+                throw ValidationError("With several URLs, -O saves each under its own name (curl's --remote-name-all).")
+            }
+            if checksum != nil {
+                throw ValidationError("--checksum is one file's: give each its own in -i's checksum=.")
+            }
+            if json { throw ValidationError("--json follows one download.") }
+        }
+        if parallelMax < 1 || maximumPerHost < 1 {
+            throw ValidationError("--parallel-max and --max-per-host take 1 or more.")
+        }
         if output != nil && remoteName { throw ValidationError("Use -o FILE or -O, not both.") }
-        if directory != nil && !remoteName { throw ValidationError("--dir goes with -O.") }
+        if directory != nil && !remoteName && inputFile == nil { throw ValidationError("--dir goes with -O or -i.") }
         if continueDownload && toStandardOutput {
             throw ValidationError("-c continues a download to a file: name it with -o or -O.")
         }
@@ -173,7 +218,9 @@ struct GetCommand: AsyncParsableCommand {
         if let maximumFileSize, Self.byteCount(maximumFileSize) == nil {
             throw ValidationError("--max-filesize takes a number of bytes, with k, M or G if you like (10M).")
         }
-        if clobber && !remoteName { throw ValidationError("--clobber goes with -O (-o always replaces its file).") }
+        if clobber && !remoteName && inputFile == nil {
+            throw ValidationError("--clobber goes with -O or -i (-o always replaces its file).")
+        }
         if split < 1 || split > 64 { throw ValidationError("-s takes a number of connections from 1 to 64.") }
         if let minimumSplitSize, (Self.byteCount(minimumSplitSize) ?? 0) < 1 {
             throw ValidationError("--min-split-size takes a number of bytes, with k, M or G if you like (20M).")
@@ -208,6 +255,7 @@ struct GetCommand: AsyncParsableCommand {
         // error to report, not a reason to die.
         signal(SIGXFSZ, SIG_IGN)
         signal(SIGPIPE, SIG_IGN)
+        if fetchesSeveral { await runJobs() }
         guard var request = CommandRequest.make(url: url, method: .get, headers: headers),
             let target = request.url
         else {
@@ -383,7 +431,7 @@ struct GetCommand: AsyncParsableCommand {
         return .directory(directory, options: clobber ? [.removePreviousFile] : [])
     }
 
-    private func fail(_ error: FerryError) -> Never { ExitStatus.exit(with: error, json: json) }
+    func fail(_ error: FerryError) -> Never { ExitStatus.exit(with: error, json: json) }
 
     /// `--etag-save`: the response's `ETag` and a newline, or an empty file, as curl writes it.
     private func saveETag(of response: HTTPResponse?, to path: String) {

@@ -1,0 +1,250 @@
+import Ferry
+import Foundation
+import Synchronization
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// `ferry get URL… -O` and `ferry get -i FILE`: several downloads, one after another, or at
+/// once with `-Z` (at most `--parallel-max`, and `--max-per-host` to one host), each to its
+/// own file, as curl and aria2c do.
+///
+/// Each download runs in a session of its own (its URL's credentials, proxy and pins, as a
+/// single `ferry get` has them); the command's cookies are one store. A download whose
+/// sources are mirrors tries them in order: the next continues the bytes the one before kept
+/// (Range with If-Range, under the same resume key), which a mirror serving another version
+/// answers with the whole file, so versions are never mixed. The exit status follows curl
+/// and aria2c (``status(of:parallel:inputFile:)``).
+extension GetCommand {
+    func runJobs() async -> Never {
+        var jobs = urls.map { DownloadJob(urls: [$0]) }
+        if let inputFile {
+            let text: String
+            if inputFile == "-" {
+                text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+            } else if let data = FileManager.default.contents(atPath: inputFile) {
+                text = String(decoding: data, as: UTF8.self)
+            } else {
+                fail(FerryError(.fileSystem, "Cannot read the input file '\(inputFile)'."))
+            }
+            do {
+                jobs += try InputFile.jobs(in: text)
+            } catch {
+                fail(error)
+            }
+        }
+        let all = jobs
+        let cookies = CookieStore()
+        let running = RunningDownloads()
+        let interrupt = Self.onInterrupt { running.interrupt() }
+        defer { interrupt.cancel() }
+        let gate = HostGate(limit: parallel ? maximumPerHost : 1)
+        let limit = parallel ? parallelMax : 1
+        let statuses = await withTaskGroup(of: (Int, Int32).self) { group in
+            var statuses = [Int32](repeating: 0, count: all.count)
+            var next = 0
+            func start() {
+                guard next < all.count else { return }
+                let index = next
+                next += 1
+                let job = all[index]
+                group.addTask {
+                    let host = URL(string: job.urls.first ?? "")?.host ?? ""
+                    await gate.enter(host)
+                    let status = await self.run(job, cookies: cookies, running: running)
+                    await gate.leave(host)
+                    return (index, status)
+                }
+            }
+            for _ in 0..<limit { start() }
+            for await (index, status) in group {
+                statuses[index] = status
+                start()
+            }
+            return statuses
+        }
+        connection.saveCookieJar(cookieConfiguration(cookies))
+        if running.interrupted { Foundation.exit(ExitStatus.interrupted) }
+        Foundation.exit(Self.status(of: statuses, parallel: parallel, inputFile: inputFile != nil))
+    }
+
+    /// The command's exit status from its downloads' (in the order given), by the rules of
+    /// the program each form comes from: with `-i`, aria2c's (the last failure's); with `-Z`,
+    /// curl's (the first failure's); one after another, curl's (the last download's, so a
+    /// failure before a success exits 0: each failure is said on standard error).
+    static func status(of statuses: [Int32], parallel: Bool, inputFile: Bool) -> Int32 {
+        if inputFile { return statuses.last { $0 != 0 } ?? 0 }
+        if parallel { return statuses.first { $0 != 0 } ?? 0 }
+        return statuses.last ?? 0
+    }
+
+    /// A configuration that names `cookies`, for `--cookie-jar`.
+    private func cookieConfiguration(_ cookies: CookieStore) -> SessionConfiguration {
+        var configuration = SessionConfiguration.default
+        configuration.cookieStore = cookies
+        return configuration
+    }
+
+    /// Runs one download, trying its sources in order; its exit status.
+    private func run(_ job: DownloadJob, cookies: CookieStore, running: RunningDownloads) async -> Int32 {
+        var failure = FerryError(.invalidURL, "No URL.")
+        var source = job.urls.first ?? ""
+        for (attempt, url) in job.urls.enumerated() {
+            source = url
+            do {
+                let (session, task) = try prepare(
+                    job,
+                    source: url,
+                    continuing: continueDownload || attempt > 0,
+                    cookies: cookies
+                )
+                running.add(task)
+                let events = task.events
+                task.resume()
+                for await _ in events {}
+                running.remove(task)
+                session.finishTasksAndInvalidate()
+                if let report = try writeOut.map({ format throws(FerryError) in try WriteOut(format) }) {
+                    let status = task.error.map { ExitStatus.code(for: $0) } ?? 0
+                    report.write(
+                        WriteOut.Report(
+                            task: task,
+                            given: url,
+                            exitCode: status,
+                            error: task.error,
+                            filename: task.fileURL?.path
+                        )
+                    )
+                }
+                guard let error = task.error else {
+                    if !quiet, let file = task.fileURL {
+                        FileHandle.standardError.write(Data("saved \(file.path)\n".utf8))
+                    }
+                    return 0
+                }
+                failure = error
+            } catch let error as FerryError {
+                failure = error
+            } catch {
+                failure = FerryError(.invalidRequest, "\(error)")
+            }
+            // Another mirror helps only with what the server or the network did.
+            if running.interrupted || !Self.anotherSourceMayHelp(failure) { break }
+        }
+        let said = failure.description.contains(source) ? failure.description : "\(source): \(failure.description)"
+        FileHandle.standardError.write(Data("ferry: \(said)\n".utf8))
+        return running.interrupted ? ExitStatus.interrupted : ExitStatus.code(for: failure)
+    }
+
+    /// The download task for `job` from `source`, and the session of its own it runs in (which
+    /// the caller holds: a task does not keep its session).
+    private func prepare(
+        _ job: DownloadJob,
+        source: String,
+        continuing: Bool,
+        cookies: CookieStore
+    ) throws -> (Session, DownloadTask) {
+        guard var request = CommandRequest.make(url: source, method: .get, headers: headers + job.headers),
+            let target = request.url
+        else {
+            throw FerryError(.invalidURL, "'\(source)' is not an http or https URL.")
+        }
+        if let problem = CommandRequest.headerProblem(in: job.headers) { throw FerryError(.invalidRequest, problem) }
+        var configuration = SessionConfiguration.default
+        configuration.retryPolicy = RetryPolicy(maximumRetries: retries)
+        configuration.retryPolicy.retriesAllErrors = retryAllErrors
+        let connections = job.split ?? split
+        configuration.maximumConnectionsPerDownload = connections
+        configuration.httpMaximumConnectionsPerHost = max(configuration.httpMaximumConnectionsPerHost, connections)
+        if let size = minimumSplitSize.flatMap(Self.byteCount) { configuration.minimumSegmentSize = size }
+        configuration.maximumFileSize = maximumFileSize.flatMap(Self.byteCount)
+        try connection.apply(to: &configuration, for: target, request: &request, cookies: cookies)
+        let folder = URL(
+            fileURLWithPath: job.directory ?? directory ?? FileManager.default.currentDirectoryPath,
+            isDirectory: true
+        )
+        do {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        } catch {
+            throw FerryError(.fileSystem, "Cannot create the directory '\(folder.path)'.", underlying: error)
+        }
+        configuration.downloadsDirectory = folder
+        configuration.resumeStore = ResumeStore(directory: folder)
+        let replacing: DownloadDestination.Options = clobber ? [.removePreviousFile] : []
+        let destination: DownloadDestination =
+            job.output.map { .file(folder.appendingPathComponent($0), options: replacing) }
+            ?? .directory(folder, options: replacing)
+        let session = try Session(configuration: configuration)
+        let task = session.downloadTask(with: request, to: destination)
+        // One key for every mirror of the file: the next continues what the last kept.
+        task.resumeKey = job.output.map { folder.appendingPathComponent($0).standardizedFileURL.path } ?? job.urls[0]
+        task.resumesFromStore = continuing
+        task.checksum = try job.checksum.map { text throws(FerryError) in try Checksum(parsing: text) }
+        return (session, task)
+    }
+
+    /// Whether trying the next mirror can succeed where `error` failed.
+    static func anotherSourceMayHelp(_ error: FerryError) -> Bool {
+        switch error.reason.code {
+        case .network, .secureConnectionFailed, .badServerResponse, .timedOut, .unacceptableStatusCode,
+            .unacceptableContentType, .redirectFailed, .checksumMismatch:
+            true
+        default:
+            false
+        }
+    }
+}
+
+/// The downloads running now, for Ctrl-C: each is stopped keeping its bytes for `-c`.
+final class RunningDownloads: Sendable {
+    private let state = Mutex<(tasks: [ObjectIdentifier: DownloadTask], interrupted: Bool)>(([:], false))
+
+    func add(_ task: DownloadTask) {
+        let stop = state.withLock { state in
+            state.tasks[ObjectIdentifier(task)] = task
+            return state.interrupted
+        }
+        if stop { Task { _ = await task.cancelProducingResumeData() } }
+    }
+
+    func remove(_ task: DownloadTask) { state.withLock { _ = $0.tasks.removeValue(forKey: ObjectIdentifier(task)) } }
+
+    func interrupt() {
+        let tasks = state.withLock { state in
+            state.interrupted = true
+            return Array(state.tasks.values)
+        }
+        for task in tasks { Task { _ = await task.cancelProducingResumeData() } }
+    }
+
+    var interrupted: Bool { state.withLock { $0.interrupted } }
+}
+
+/// At most `limit` downloads at once to one host.
+actor HostGate {
+    private let limit: Int
+    private var running: [String: Int] = [:]
+    private var waiting: [String: [CheckedContinuation<Void, Never>]] = [:]
+
+    init(limit: Int) { self.limit = max(1, limit) }
+
+    func enter(_ host: String) async {
+        if running[host, default: 0] < limit {
+            running[host, default: 0] += 1
+            return
+        }
+        await withCheckedContinuation { waiting[host, default: []].append($0) }
+    }
+
+    func leave(_ host: String) {
+        if var queue = waiting[host], !queue.isEmpty {
+            // The slot passes to the next waiter as it is.
+            let next = queue.removeFirst()
+            waiting[host] = queue
+            next.resume()
+        } else {
+            running[host, default: 1] -= 1
+        }
+    }
+}

@@ -1,0 +1,159 @@
+import Ferry
+import FerryTestServer
+import Foundation
+import Testing
+
+/// `ferry get URL… -O`, `-Z`, and `-i FILE` in aria2c's format, beside curl 7.88 and aria2c
+/// 1.36 (Debian's) on the same URLs and the same input file.
+@Suite("Several downloads in one command")
+struct SeveralDownloadsTests {
+    static let curl = "/usr/bin/curl"
+    static let aria2c = "/usr/bin/aria2c"
+    static var curlInstalled: Bool { FileManager.default.isExecutableFile(atPath: curl) }
+    static var aria2cInstalled: Bool { FileManager.default.isExecutableFile(atPath: aria2c) }
+
+    /// The regular files under `directory` (relative paths) and their bytes.
+    func contents(of directory: URL) throws -> [String: Data] {
+        var found: [String: Data] = [:]
+        let walker = FileManager.default.enumerator(atPath: directory.path)
+        while let path = walker?.nextObject() as? String {
+            var isDirectory: ObjCBool = false
+            let full = directory.appendingPathComponent(path)
+            if FileManager.default.fileExists(atPath: full.path, isDirectory: &isDirectory), !isDirectory.boolValue {
+                found[path] = try Data(contentsOf: full)
+            }
+        }
+        return found
+    }
+
+    func runFerry(_ arguments: [String], in directory: URL) async throws -> ProcessResult {
+        try await ProcessRunner.run(
+            "/bin/sh",
+            ["-c", "cd '\(directory.path)' && exec '\(ProcessRunner.ferry)' \"$@\"", "sh"] + arguments
+        )
+    }
+
+    func tool(_ path: String, _ arguments: [String], in directory: URL) async throws -> ProcessResult {
+        try await ProcessRunner.run(
+            "/bin/sh",
+            ["-c", "cd '\(directory.path)' && exec '\(path)' \"$@\"", "sh"] + arguments
+        )
+    }
+
+    @Test(.enabled(if: curlInstalled))
+    func severalURLsEachToItsOwnFileAsCurlRemoteNameAll() async throws {
+        try await withServer { server in
+            let ours = try makeTemporaryDirectory("several-ferry")
+            let theirs = try makeTemporaryDirectory("several-curl")
+            let urls = [
+                server.url("/bytes/1000/a.bin?seed=1").absoluteString,
+                server.url("/status/404").absoluteString,
+                server.url("/bytes/2000/b.bin?seed=2").absoluteString,
+            ]
+            let ferry = try await runFerry(["get", "-q", "-O"] + urls, in: ours)
+            let curl = try await tool(Self.curl, ["-s", "-f", "--remote-name-all"] + urls, in: theirs)
+            // The failure in the middle does not stop the others; as curl, the status is the
+            // last download's (the failure is said on standard error)…
+            #expect(ferry.status == 0 && curl.status == 0)
+            let files = try contents(of: ours)
+            #expect(files == (try contents(of: theirs)))
+            #expect(
+                files == [
+                    "a.bin": TestContent.data(size: 1000, seed: 1), "b.bin": TestContent.data(size: 2000, seed: 2),
+                ]
+            )
+            #expect(ferry.stderrText.contains("404"))
+            // … and the failure's when it is the last, or with -Z, whatever came after it.
+            let last = try await runFerry(["get", "-q", "-O", urls[0], urls[1]], in: ours)
+            let curlLast = try await tool(Self.curl, ["-s", "-f", "--remote-name-all", urls[0], urls[1]], in: theirs)
+            #expect(last.status == 22 && curlLast.status == 22)
+            let parallel = try await runFerry(["get", "-q", "-Z", "--clobber", "-O"] + urls, in: ours)
+            let curlParallel = try await tool(Self.curl, ["-s", "-f", "-Z", "--remote-name-all"] + urls, in: theirs)
+            #expect(parallel.status == 22 && curlParallel.status == 22)
+
+            // One URL per name: -o cannot name several files.
+            let refused = try await runFerry(["get", "-o", "x", urls[0], urls[2]], in: ours)
+            #expect(refused.status == 64, "a usage error")
+        }
+    }
+
+    @Test(.enabled(if: curlInstalled))
+    func parallelDownloadsOverlapAndGiveTheSameFiles() async throws {
+        try await withServer { server in
+            let ours = try makeTemporaryDirectory("parallel-ferry")
+            let theirs = try makeTemporaryDirectory("parallel-curl")
+            // Each body drips for a while, so that downloads run at once overlap.
+            let urls = (1...4).map {
+                server.url("/bytes/20480/p\($0).bin?seed=\($0)&drip=1024&interval=40").absoluteString
+            }
+            let ferry = try await runFerry(["get", "-q", "-Z", "--parallel-max", "4", "-O"] + urls, in: ours)
+            #expect(ferry.status == 0, "\(ferry.stderrText)")
+            let stats = try await Session.shared.data(from: server.url("/stats")).0
+            let peak = try #require(try JSONSerialization.jsonObject(with: stats) as? [String: Int])["peak"] ?? 0
+            #expect(peak >= 2, "the downloads ran at once (peak \(peak) connections)")
+            let curl = try await tool(
+                Self.curl,
+                ["-s", "-Z", "--parallel-max", "4", "--remote-name-all"] + urls,
+                in: theirs
+            )
+            #expect(curl.status == 0)
+            let files = try contents(of: ours)
+            #expect(files.count == 4)
+            #expect(files == (try contents(of: theirs)))
+        }
+    }
+
+    @Test(.enabled(if: aria2cInstalled))
+    func anAria2InputFileGivesWhatAria2cGivesAndNeverKeepsAWrongBody() async throws {
+        try await withServer { server in
+            let ours = try makeTemporaryDirectory("input-ferry")
+            let theirs = try makeTemporaryDirectory("input-aria2c")
+            let good = TestContent.sha256(size: 3000, seed: 3)
+            let closed = "http://127.0.0.1:\(try Nginx.freePort())/c.bin"
+            let list = """
+                # mirrors of one file: the first refuses, the second serves it
+                \(closed)\t\(server.url("/bytes/3000/c.bin?seed=3").absoluteString)
+                  out=mirror.bin
+                  dir=sub
+                  checksum=sha-256=\(good)
+                \(server.url("/bytes/500/d.bin?seed=4").absoluteString)
+                  header=X-List: yes
+
+                \(server.url("/bytes/100/e.bin?seed=5").absoluteString)
+                  checksum=sha-256=\(String(repeating: "0", count: 64))
+
+                """
+            for directory in [ours, theirs] {
+                try list.write(to: directory.appendingPathComponent("list.txt"), atomically: true, encoding: .utf8)
+            }
+            let ferry = try await runFerry(["get", "-q", "--retries", "0", "-i", "list.txt"], in: ours)
+            let aria2c = try await tool(Self.aria2c, ["-q", "--max-tries=1", "-i", "list.txt"], in: theirs)
+            #expect(ferry.status == 9, "the checksum that failed: \(ferry.stderrText)")
+            #expect(aria2c.status != 0)
+            let files = try contents(of: ours)
+            let expected = [
+                "list.txt": Data(list.utf8), "sub/mirror.bin": TestContent.data(size: 3000, seed: 3),
+                "d.bin": TestContent.data(size: 500, seed: 4),
+            ]
+            #expect(files == expected, "\(files.keys.sorted())")
+            let aria2cFiles = try contents(of: theirs)
+            for (name, data) in expected { #expect(aria2cFiles[name] == data, "aria2c's \(name)") }
+            // aria2c keeps the body whose digest is wrong (and its control file); ferry keeps
+            // nothing of it.
+            #expect(aria2cFiles["e.bin"] != nil && files["e.bin"] == nil)
+            #expect(server.requests.contains { $0.uri.hasPrefix("/bytes/500/d.bin") && $0.headers["x-list"] == "yes" })
+
+            // A line ferry cannot use is refused before anything is fetched, naming the line.
+            try "\(server.url("/bytes/10").absoluteString)\n  max-speed=1\n".write(
+                to: ours.appendingPathComponent("bad.txt"),
+                atomically: true,
+                encoding: .utf8
+            )
+            let before = server.requests.count
+            let bad = try await runFerry(["get", "-i", "bad.txt"], in: ours)
+            #expect(bad.status == 3)
+            #expect(bad.stderrText.contains("line 2"))
+            #expect(server.requests.count == before)
+        }
+    }
+}
