@@ -1,4 +1,6 @@
 import ArgumentParser
+import Ferry
+import Foundation
 
 /// The `ferry` command-line tool.
 @main
@@ -18,4 +20,16 @@ struct FerryCommand: AsyncParsableCommand {
             WebCommand.self,
         ]
     )
+
+    /// Reads curl's config files for the commands that take them (``ConfigFile``), then
+    /// parses and runs the command line.
+    static func main() async {
+        do {
+            await main(try ConfigFile.expand(Array(CommandLine.arguments.dropFirst())))
+        } catch {
+            FileHandle.standardError.write(Data("ferry: \(error.message)\n".utf8))
+            // curl's status for a config file it cannot read.
+            Foundation.exit(ExitStatus.readError)
+        }
+    }
 }

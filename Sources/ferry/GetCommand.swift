@@ -22,6 +22,10 @@ struct GetCommand: AsyncParsableCommand {
             complete download. -O never replaces an existing file unless --clobber is given
             (the server chose that name, not you).
 
+            Options may also come from curl-style config files: -K FILE (or -K - for standard \
+            input), and first $XDG_CONFIG_HOME/ferry/config or ~/.ferryrc unless -q is the first \
+            argument, as curl's -q skips .curlrc.
+
             Without -o or -O, or with -o -, the body streams to standard output as it arrives.
             An -o that is not a regular file (/dev/null, a FIFO, /dev/stdout, anything under
             /dev) is written the same way, in order, and never replaced. Those outputs cannot
