@@ -25,7 +25,16 @@ struct AddCommand: AsyncParsableCommand {
     )
 
     @Argument(help: "The http or https URL to download from (or upload to).")
-    var url: String
+    var url: String?
+
+    @Option(
+        name: [.customShort("i"), .customLong("input-file")],
+        help: ArgumentHelp(
+            "Add every download FILE lists, in aria2c's format (as ferry get -i): mirrors separated by TABs, out=, dir=, checksum=, header=, split=; prints one id a line.",
+            valueName: "file"
+        )
+    )
+    var inputFile: String?
 
     @Option(
         name: [.customShort("o"), .customLong("output")],
@@ -69,7 +78,21 @@ struct AddCommand: AsyncParsableCommand {
 
     @OptionGroup var daemon: DaemonOptions
 
+    func validate() throws {
+        guard (url == nil) != (inputFile == nil) else { throw ValidationError("Give a URL or -i FILE, not both.") }
+        if inputFile != nil, output != nil || upload != nil {
+            throw ValidationError(
+                "-o and --upload go with one URL; an input file names its outputs with out= and dir=."
+            )
+        }
+    }
+
     func run() async throws {
+        if let inputFile {
+            await addAll(from: inputFile)
+            return
+        }
+        let url = url ?? ""
         do {
             guard let target = URL(string: url), target.host != nil else {
                 throw FerryError(.invalidURL, "'\(url)' is not an http or https URL.")
@@ -89,24 +112,77 @@ struct AddCommand: AsyncParsableCommand {
             } else if method != nil {
                 throw ValidationError("-X is for uploads (--upload FILE).")
             }
-            var fields: [String: String] = [:]
-            for header in headers {
-                guard let colon = header.firstIndex(of: ":") else {
-                    throw ValidationError("'\(header)' is not 'Name: value'.")
-                }
-                fields[String(header[..<colon])] = header[header.index(after: colon)...]
-                    .trimmingCharacters(in: .whitespaces)
-            }
-            request.headers = fields.isEmpty ? nil : fields
-            request.priority = priority
-            request.earliestBeginDate = startAfter.map { Date(timeIntervalSinceNow: $0) }
-            request.discretionary = discretionary ? true : nil
+            try complete(&request, headers: headers)
             request.connections = split
             try await BackgroundDaemonLauncher.ensureRunning(daemon.locations, start: !noStart)
             let task = try await daemon.client.add(request)
             print(task.id ?? 0)
         } catch let error as ValidationError {
             throw error
+        } catch {
+            ExitStatus.exit(with: error)
+        }
+    }
+}
+
+extension AddCommand {
+    /// The header fields, priority and schedule every added task takes from the options.
+    private func complete(_ request: inout BackgroundAPI.AddTask, headers: [String]) throws {
+        var fields: [String: String] = [:]
+        for header in headers {
+            guard let colon = header.firstIndex(of: ":") else {
+                throw ValidationError("'\(header)' is not 'Name: value'.")
+            }
+            fields[String(header[..<colon])] = header[header.index(after: colon)...].trimmingCharacters(
+                in: .whitespaces
+            )
+        }
+        request.headers = fields.isEmpty ? nil : fields
+        request.priority = priority
+        request.earliestBeginDate = startAfter.map { Date(timeIntervalSinceNow: $0) }
+        request.discretionary = discretionary ? true : nil
+    }
+
+    /// `-i FILE`: a task for each download the file lists, its mirrors and checksum given to
+    /// the daemon; prints their ids, one a line. Nothing is added when the file cannot be
+    /// read or parsed.
+    private func addAll(from path: String) async {
+        do {
+            let data =
+                path == "-"
+                ? FileHandle.standardInput.readDataToEndOfFile() : FileManager.default.contents(atPath: path)
+            guard let data else { throw FerryError(.fileSystem, "Cannot read the input file '\(path)'.") }
+            let jobs = try InputFile.jobs(in: String(decoding: data, as: UTF8.self))
+            let here = FileManager.default.currentDirectoryPath
+            var requests: [BackgroundAPI.AddTask] = []
+            for job in jobs {
+                guard let first = job.urls.first, let target = URL(string: first), target.host != nil else {
+                    throw FerryError(.invalidURL, "'\(job.urls.first ?? "")' is not an http or https URL.")
+                }
+                let folder = URL(
+                    fileURLWithPath: job.directory ?? here,
+                    isDirectory: true,
+                    relativeTo: URL(fileURLWithPath: here)
+                )
+                let name =
+                    job.output
+                    ?? (target.lastPathComponent.isEmpty || target.lastPathComponent == "/"
+                        ? "index.html" : target.lastPathComponent)
+                var request = BackgroundAPI.AddTask(
+                    url: first,
+                    destination: folder.appendingPathComponent(name).standardizedFileURL.path
+                )
+                try complete(&request, headers: headers + job.headers)
+                request.connections = job.split ?? split
+                request.mirrors = job.urls.count > 1 ? Array(job.urls.dropFirst()) : nil
+                request.checksum = job.checksum
+                requests.append(request)
+            }
+            try await BackgroundDaemonLauncher.ensureRunning(daemon.locations, start: !noStart)
+            for request in requests { print(try await daemon.client.add(request).id ?? 0) }
+        } catch let error as ValidationError {
+            FileHandle.standardError.write(Data("ferry: \(error.message)\n".utf8))
+            Foundation.exit(64)
         } catch {
             ExitStatus.exit(with: error)
         }

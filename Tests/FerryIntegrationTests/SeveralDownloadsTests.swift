@@ -156,4 +156,57 @@ struct SeveralDownloadsTests {
             #expect(server.requests.count == before)
         }
     }
+
+    /// `ferry add -i`: the same input file to the daemon, every entry with a `dir=` of the
+    /// test's. A refused mirror gives way to the next, which continues the task; a wrong
+    /// digest fails its task and keeps nothing.
+    @Test func theDaemonTakesAnInputFileWithMirrorsAndChecksums() async throws {
+        try await withServer { server in
+            let (daemon, pid) = try await DaemonProcess.started()
+            defer { DaemonProcess.killNine(pid) }
+            let folder = daemon.directory.appendingPathComponent("files", isDirectory: true)
+            let closed = "http://127.0.0.1:\(try Nginx.freePort())/c.bin"
+            let list = """
+                \(closed)\t\(server.url("/bytes/3000/c.bin?seed=3").absoluteString)
+                  out=mirror.bin
+                  dir=\(folder.path)
+                  checksum=sha-256=\(TestContent.sha256(size: 3000, seed: 3))
+                \(server.url("/bytes/500/d.bin?seed=4").absoluteString)
+                  dir=\(folder.path)
+                  header=X-List: daemon
+                \(server.url("/bytes/100/e.bin?seed=5").absoluteString)
+                  dir=\(folder.path)
+                  checksum=sha-256=\(String(repeating: "0", count: 64))
+                """
+            let file = daemon.directory.appendingPathComponent("list.txt")
+            try list.write(to: file, atomically: true, encoding: .utf8)
+            let added = try await daemon.ferry(["add", "-i", file.path])
+            #expect(added.status == 0, "\(added.stderrText)")
+            let ids = added.stdoutText.split(separator: "\n").compactMap { Int64($0) }
+            #expect(ids.count == 3)
+            var states: [BackgroundTaskRecord.State] = []
+            for id in ids { states.append(try await finalState(of: id, daemon.client).state) }
+            #expect(states == [.completed, .completed, .failed])
+            #expect(
+                try contents(of: folder) == [
+                    "mirror.bin": TestContent.data(size: 3000, seed: 3), "d.bin": TestContent.data(size: 500, seed: 4),
+                ]
+            )
+            #expect(
+                server.requests.contains { $0.uri.hasPrefix("/bytes/500/d.bin") && $0.headers["x-list"] == "daemon" }
+            )
+            let log = try String(contentsOf: daemon.directory.appendingPathComponent("daemon.err"), encoding: .utf8)
+            #expect(log.contains("continuing from the mirror"))
+
+            // A file the daemon cannot use adds nothing.
+            try "\(server.url("/bytes/1").absoluteString)\n  out=../escape\n".write(
+                to: file,
+                atomically: true,
+                encoding: .utf8
+            )
+            let refused = try await daemon.ferry(["add", "-i", file.path])
+            #expect(refused.status == 3)
+            #expect(try await daemon.client.tasks().count == 3)
+        }
+    }
 }

@@ -41,6 +41,10 @@ package enum BackgroundAPI {
         package var sourceFile: String?
         /// Most connections a download may use, 1 … 64 (segments, as `ferry get -s`).
         package var connections: Int?
+        /// Other URLs of the same file, tried in order when the one before fails (a download's).
+        package var mirrors: [String]?
+        /// The file's expected digest, `ALGORITHM=HEX` (a download's).
+        package var checksum: String?
 
         package init(url: String, destination: String, session: String? = nil) {
             self.url = url
@@ -50,7 +54,7 @@ package enum BackgroundAPI {
 
         package static let fields: Set<String> = [
             "url", "destination", "session", "headers", "priority", "earliestBeginDate", "discretionary",
-            "taskDescription", "kind", "method", "sourceFile", "connections",
+            "taskDescription", "kind", "method", "sourceFile", "connections", "mirrors", "checksum",
         ]
     }
 

@@ -60,6 +60,11 @@ package struct BackgroundTaskRecord: Codable, Sendable, Equatable {
     package var isDiscretionary: Bool
     /// Most connections the download may use (`ferry add -s`); `nil` for one.
     package var connections: Int?
+    /// Other URLs of the same file not tried yet: when ``url`` fails, the first takes its
+    /// place and continues from the checkpoint (Range with If-Range, so only the same version).
+    package var mirrors: [String]?
+    /// The file's expected digest, `ALGORITHM=HEX`, checked before it is moved into place.
+    package var checksum: String?
     package var createdAt: Date
     package var finishedAt: Date?
 

@@ -208,6 +208,20 @@ struct BackgroundRouter: Sendable {
         )
         record.taskDescription = request.taskDescription
         record.connections = request.connections
+        for mirror in request.mirrors ?? [] {
+            guard let url = URL(string: mirror), ["http", "https"].contains(url.scheme?.lowercased() ?? ""),
+                url.host?.isEmpty == false
+            else {
+                throw .badRequest("The mirror '\(mirror)' is not an http or https URL with a host.")
+            }
+        }
+        record.mirrors = request.mirrors.flatMap { $0.isEmpty ? nil : $0 }
+        if let checksum = request.checksum {
+            guard (try? Checksum(parsing: checksum)) != nil else {
+                throw .badRequest("'checksum' is ALGORITHM=HEX (sha256, sha384, sha512, sha1, md5), not '\(checksum)'.")
+            }
+            record.checksum = checksum
+        }
         if request.kind == .upload {
             let method = (request.method ?? "POST").uppercased()
             guard ["POST", "PUT", "PATCH"].contains(method) else {
@@ -226,6 +240,9 @@ struct BackgroundRouter: Sendable {
             record.sourceFile = file.path
         } else if request.method != nil || request.sourceFile != nil {
             throw .badRequest("'method' and 'sourceFile' are for uploads (\"kind\": \"upload\").")
+        }
+        if record.kind == .upload, record.mirrors != nil || record.checksum != nil {
+            throw .badRequest("'mirrors' and 'checksum' are for downloads.")
         }
         return record
     }

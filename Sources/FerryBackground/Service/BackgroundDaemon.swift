@@ -270,6 +270,7 @@ package actor BackgroundDaemon {
             download.resumeKey = record.resumeKey
             download.resumesFromStore = true
             download.maximumConnections = record.connections
+            download.checksum = record.checksum.flatMap { try? Checksum(parsing: $0) }
             transfer = download
         }
         try store.update(id) { $0.state = .running }
@@ -364,6 +365,19 @@ package actor BackgroundDaemon {
                 try store.finish(id, as: .canceled, detail: nil)
                 logger.info("task \(id) canceled")
             default:
+                if let record = try store.task(id), let next = record.mirrors?.first,
+                    Self.anotherSourceMayHelp(error)
+                {
+                    // The next mirror continues from the checkpoint: Range with If-Range, so
+                    // only a mirror of the same version adds to the bytes kept.
+                    try store.update(id) {
+                        $0.url = next
+                        $0.mirrors = Array(record.mirrors?.dropFirst() ?? []).nilIfEmpty
+                        $0.state = .queued
+                    }
+                    logger.warning("task \(id): \(record.url) failed (\(error)); continuing from the mirror \(next)")
+                    return
+                }
                 try store.finish(id, as: .failed, detail: error.description)
                 logger.warning("task \(id) failed: \(error)")
             }
@@ -379,6 +393,15 @@ package actor BackgroundDaemon {
             let file = (transfer as? DownloadTask)?.fileURL?.path
             try store.finish(id, as: .completed, detail: file)
             logger.info("task \(id) completed: \(received) bytes → \(file ?? "")")
+        }
+    }
+
+    /// Whether another source of the same file can succeed where `error` failed: what the
+    /// server or the network did, or a digest that did not match.
+    private static func anotherSourceMayHelp(_ error: FerryError) -> Bool {
+        switch error.reason {
+        case .network, .secureConnectionFailed, .badServerResponse, .redirectFailed, .checksumMismatch: true
+        default: error.reason.statusCode != nil || error.reason.timeout != nil || error.reason.contentType != nil
         }
     }
 
@@ -427,4 +450,9 @@ package actor BackgroundDaemon {
         if transfer is DataTask { return (transfer.countOfBytesSent, transfer.countOfBytesExpectedToSend) }
         return (transfer.countOfBytesReceived, transfer.countOfBytesExpectedToReceive)
     }
+}
+
+extension Array {
+    /// `nil` for an empty array.
+    fileprivate var nilIfEmpty: [Element]? { isEmpty ? nil : self }
 }

@@ -90,6 +90,13 @@ package final class BackgroundStore: Sendable {
         migrator.registerMigration("v2") { db in
             try db.alter(table: "task") { table in table.add(column: "connections", .integer) }
         }
+        // Input files: a download's mirrors (JSON) and its checksum.
+        migrator.registerMigration("v3") { db in
+            try db.alter(table: "task") { table in
+                table.add(column: "mirrors", .text)
+                table.add(column: "checksum", .text)
+            }
+        }
         return migrator
     }
 
