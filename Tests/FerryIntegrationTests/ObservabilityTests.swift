@@ -159,6 +159,34 @@ struct ObservabilityTests {
         }
     }
 
+    @Test func aChallengeIsAnEventAndItsAnswerARequestOfItsOwn() async throws {
+        try await withServer { server in
+            let metrics = TestMetrics()
+            let tracer = InMemoryTracer()
+            let session = try makeObservedSession(metrics: metrics, tracer: tracer) {
+                $0.credential = Credential(user: "ada", password: "hunter2")
+            }
+            let (_, response) = try await session.data(from: server.url("/basic-auth/ada/hunter2"))
+            #expect(response.statusCode == 200)
+            let spans = tracer.finishedSpans
+            let task = try #require(spans.first { $0.kind == .internal })
+            #expect(task.events.map(\.name) == ["challenge"])
+            #expect(task.events.first?.attributes.get("http.response.status_code") == .int64(401))
+            let requests = spans.filter { $0.parentSpanID == task.spanID }
+            #expect(
+                requests.map { $0.attributes.get("ferry.request.reason") } == [
+                    .string("initial"), .string("authentication"),
+                ]
+            )
+            #expect(requests.map { $0.attributes.get("http.response.status_code") } == [.int64(401), .int64(200)])
+            let get = [("method", "GET"), ("scheme", "http"), ("task_kind", "data")]
+            #expect(counter(metrics, "ferry_requests_total", get + [("status_class", "4xx")]) == 1)
+            // The path names the password (httpbin's shape); the credential sent never shows.
+            let basic = Data("ada:hunter2".utf8).base64EncodedString()
+            for text in attributeTexts(spans) { #expect(!text.contains(basic) && !text.contains("Basic ")) }
+        }
+    }
+
     @Test func aRefusedConnectionIsAFailureByReason() async throws {
         let metrics = TestMetrics()
         let tracer = InMemoryTracer()

@@ -209,4 +209,31 @@ struct SeveralDownloadsTests {
             #expect(try await daemon.client.tasks().count == 3)
         }
     }
+
+    /// Mirrors are alternate sources of one version: a mirror that serves the same version
+    /// continues the bytes the cut one kept (Range with If-Range); one that serves another
+    /// version sends the whole file, which replaces them. Never a mix.
+    @Test(arguments: [true, false])
+    func aMirrorContinuesOnlyTheSameVersion(sameVersion: Bool) async throws {
+        try await withServer { server in
+            let directory = try makeTemporaryDirectory("mirrors")
+            // The first mirror cuts after 100,000 bytes; its ETag is that of seed 1.
+            let cut = server.url("/bytes/200000/m.bin?seed=1&close-after=100000").absoluteString
+            let seed: UInt64 = sameVersion ? 1 : 2
+            let next = server.url("/bytes/200000/m.bin?seed=\(seed)&mirror=2").absoluteString
+            try "\(cut)\t\(next)\n  out=m.bin\n".write(
+                to: directory.appendingPathComponent("list.txt"),
+                atomically: true,
+                encoding: .utf8
+            )
+            let result = try await runFerry(["get", "-q", "--retries", "0", "-i", "list.txt"], in: directory)
+            #expect(result.status == 0, "\(result.stderrText)")
+            let file = try Data(contentsOf: directory.appendingPathComponent("m.bin"))
+            #expect(file == TestContent.data(size: 200_000, seed: seed), "one version, whole")
+            let asked = try #require(server.requests.first { $0.uri.contains("mirror=2") })
+            // Both asked to continue from the bytes kept; only the same version did.
+            #expect(asked.headers["range"] == "bytes=100000-")
+            #expect(asked.headers["if-range"] == "\"30d40-1\"")
+        }
+    }
 }
