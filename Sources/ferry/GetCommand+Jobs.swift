@@ -184,15 +184,10 @@ extension GetCommand {
         return (session, task)
     }
 
-    /// Whether trying the next mirror can succeed where `error` failed.
+    /// Whether trying the next mirror can succeed where `error` failed: what the server or
+    /// the network did, or a digest that did not match.
     static func anotherSourceMayHelp(_ error: FerryError) -> Bool {
-        switch error.reason.code {
-        case .network, .secureConnectionFailed, .badServerResponse, .timedOut, .unacceptableStatusCode,
-            .unacceptableContentType, .redirectFailed, .checksumMismatch:
-            true
-        default:
-            false
-        }
+        error.reason.isServerOrNetwork || error.reason == .checksumMismatch
     }
 }
 

@@ -109,6 +109,20 @@ extension FerryError {
             if case .bodyTooLarge(let limit) = code { limit } else { nil }
         }
 
+        /// Whether the server or the network caused it (any error status, a connection or TLS
+        /// failure, a bad answer, a redirect that cannot be followed, a timeout), rather than
+        /// this process, its files or its caller: what another try, or another mirror of
+        /// the file, may get past.
+        package var isServerOrNetwork: Bool {
+            switch code {
+            case .network, .secureConnectionFailed, .badServerResponse, .timedOut, .unacceptableStatusCode,
+                .unacceptableContentType, .redirectFailed:
+                true
+            default:
+                false
+            }
+        }
+
         /// The reason's name as written in Swift, for logs and JSON: `cancelled`,
         /// `timedOut(idle)`, `unacceptableStatusCode(404)`.
         public var description: String {

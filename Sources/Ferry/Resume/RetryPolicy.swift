@@ -51,15 +51,7 @@ public struct RetryPolicy: Sendable, Equatable {
 
     /// Whether this policy tries again after `error`.
     func retries(_ error: FerryError) -> Bool {
-        if Self.isTransient(error) { return true }
-        guard retriesAllErrors else { return false }
-        switch error.reason.code {
-        case .network, .secureConnectionFailed, .badServerResponse, .timedOut, .unacceptableStatusCode,
-            .unacceptableContentType, .redirectFailed:
-            return true
-        default:
-            return false
-        }
+        Self.isTransient(error) || (retriesAllErrors && error.reason.isServerOrNetwork)
     }
 
     /// Whether `error` is worth another try.

@@ -366,7 +366,7 @@ package actor BackgroundDaemon {
                 logger.info("task \(id) canceled")
             default:
                 if let record = try store.task(id), let next = record.mirrors?.first,
-                    Self.anotherSourceMayHelp(error)
+                    error.reason.isServerOrNetwork || error.reason == .checksumMismatch
                 {
                     // The next mirror continues from the checkpoint: Range with If-Range, so
                     // only a mirror of the same version adds to the bytes kept.
@@ -393,15 +393,6 @@ package actor BackgroundDaemon {
             let file = (transfer as? DownloadTask)?.fileURL?.path
             try store.finish(id, as: .completed, detail: file)
             logger.info("task \(id) completed: \(received) bytes → \(file ?? "")")
-        }
-    }
-
-    /// Whether another source of the same file can succeed where `error` failed: what the
-    /// server or the network did, or a digest that did not match.
-    private static func anotherSourceMayHelp(_ error: FerryError) -> Bool {
-        switch error.reason {
-        case .network, .secureConnectionFailed, .badServerResponse, .redirectFailed, .checksumMismatch: true
-        default: error.reason.statusCode != nil || error.reason.timeout != nil || error.reason.contentType != nil
         }
     }
 
