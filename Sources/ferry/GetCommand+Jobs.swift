@@ -35,6 +35,12 @@ extension GetCommand {
             }
         }
         let all = jobs
+        let report: WriteOut?
+        do {
+            report = try writeOut.map { format throws(FerryError) in try WriteOut(format) }
+        } catch {
+            fail(error)
+        }
         let cookies = CookieStore()
         let running = RunningDownloads()
         let interrupt = Self.onInterrupt { running.interrupt() }
@@ -52,7 +58,7 @@ extension GetCommand {
                 group.addTask {
                     let host = URL(string: job.urls.first ?? "")?.host ?? ""
                     await gate.enter(host)
-                    let status = await self.run(job, cookies: cookies, running: running)
+                    let status = await self.run(job, report: report, cookies: cookies, running: running)
                     await gate.leave(host)
                     return (index, status)
                 }
@@ -87,7 +93,12 @@ extension GetCommand {
     }
 
     /// Runs one download, trying its sources in order; its exit status.
-    private func run(_ job: DownloadJob, cookies: CookieStore, running: RunningDownloads) async -> Int32 {
+    private func run(
+        _ job: DownloadJob,
+        report: WriteOut?,
+        cookies: CookieStore,
+        running: RunningDownloads
+    ) async -> Int32 {
         var failure = FerryError(.invalidURL, "No URL.")
         var source = job.urls.first ?? ""
         for (attempt, url) in job.urls.enumerated() {
@@ -105,7 +116,7 @@ extension GetCommand {
                 for await _ in events {}
                 running.remove(task)
                 session.finishTasksAndInvalidate()
-                if let report = try writeOut.map({ format throws(FerryError) in try WriteOut(format) }) {
+                if let report {
                     let status = task.error.map { ExitStatus.code(for: $0) } ?? 0
                     report.write(
                         WriteOut.Report(
@@ -159,6 +170,11 @@ extension GetCommand {
         configuration.httpMaximumConnectionsPerHost = max(configuration.httpMaximumConnectionsPerHost, connections)
         if let size = minimumSplitSize.flatMap(Self.byteCount) { configuration.minimumSegmentSize = size }
         configuration.maximumFileSize = maximumFileSize.flatMap(Self.byteCount)
+        if configuration.maximumFileSize != nil { configuration.maximumDecompressionRatio = nil }
+        configuration.automaticDecompression = compressed
+        if compressed, request.value(forHTTPHeaderField: "Accept-Encoding") == nil {
+            request.setValue("gzip, deflate", forHTTPHeaderField: "Accept-Encoding")
+        }
         try connection.apply(to: &configuration, for: target, request: &request, cookies: cookies)
         let folder = URL(
             fileURLWithPath: job.directory ?? directory ?? FileManager.default.currentDirectoryPath,
