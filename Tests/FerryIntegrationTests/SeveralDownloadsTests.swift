@@ -103,6 +103,29 @@ struct SeveralDownloadsTests {
         }
     }
 
+    /// `--max-per-host 1` holds `-Z`'s downloads to one host to one at a time: each request
+    /// comes after the body before it, which the server drips for at least half a second.
+    @Test func theHostCapHoldsParallelDownloadsBack() async throws {
+        try await withServer { server in
+            let directory = try makeTemporaryDirectory("host-cap")
+            let urls = (1...3).map {
+                server.url("/bytes/10240/h\($0).bin?seed=\($0)&drip=1024&interval=50").absoluteString
+            }
+            let result = try await runFerry(
+                ["get", "-q", "-Z", "--parallel-max", "3", "--max-per-host", "1", "-O"] + urls,
+                in: directory
+            )
+            #expect(result.status == 0, "\(result.stderrText)")
+            #expect(try contents(of: directory).count == 3)
+            let arrivals = server.requests.filter { $0.uri.hasPrefix("/bytes/10240/") }.map(\.receivedAt).sorted()
+            #expect(arrivals.count == 3)
+            for (earlier, later) in zip(arrivals, arrivals.dropFirst()) {
+                // Ten chunks 50 ms apart: the next request cannot come sooner.
+                #expect(later.timeIntervalSince(earlier) >= 0.45)
+            }
+        }
+    }
+
     @Test(.enabled(if: aria2cInstalled))
     func anAria2InputFileGivesWhatAria2cGivesAndNeverKeepsAWrongBody() async throws {
         try await withServer { server in
