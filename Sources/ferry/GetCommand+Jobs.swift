@@ -162,19 +162,7 @@ extension GetCommand {
             throw FerryError(.invalidURL, "'\(source)' is not an http or https URL.")
         }
         if let problem = CommandRequest.headerProblem(in: job.headers) { throw FerryError(.invalidRequest, problem) }
-        var configuration = SessionConfiguration.default
-        configuration.retryPolicy = RetryPolicy(maximumRetries: retries)
-        configuration.retryPolicy.retriesAllErrors = retryAllErrors
-        let connections = job.split ?? split
-        configuration.maximumConnectionsPerDownload = connections
-        configuration.httpMaximumConnectionsPerHost = max(configuration.httpMaximumConnectionsPerHost, connections)
-        if let size = minimumSplitSize.flatMap(Self.byteCount) { configuration.minimumSegmentSize = size }
-        configuration.maximumFileSize = maximumFileSize.flatMap(Self.byteCount)
-        if configuration.maximumFileSize != nil { configuration.maximumDecompressionRatio = nil }
-        configuration.automaticDecompression = compressed
-        if compressed, request.value(forHTTPHeaderField: "Accept-Encoding") == nil {
-            request.setValue("gzip, deflate", forHTTPHeaderField: "Accept-Encoding")
-        }
+        var configuration = downloadConfiguration(connections: job.split ?? split, request: &request)
         try connection.apply(to: &configuration, for: target, request: &request, cookies: cookies)
         let folder = URL(
             fileURLWithPath: job.directory ?? directory ?? FileManager.default.currentDirectoryPath,

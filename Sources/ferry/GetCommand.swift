@@ -283,29 +283,14 @@ struct GetCommand: AsyncParsableCommand {
         } catch {
             fail(error)
         }
-        var configuration = SessionConfiguration.default
-        configuration.retryPolicy = RetryPolicy(maximumRetries: retries)
-        configuration.retryPolicy.retriesAllErrors = retryAllErrors
+        var configuration = downloadConfiguration(connections: split, request: &request)
         configuration.collectsConnectionMetrics = connectionMetrics || report?.needsConnectionMetrics == true
-        configuration.maximumConnectionsPerDownload = split
-        configuration.httpMaximumConnectionsPerHost = max(configuration.httpMaximumConnectionsPerHost, split)
-        if let size = minimumSplitSize.flatMap(Self.byteCount) { configuration.minimumSegmentSize = size }
         do {
             try connection.apply(to: &configuration, for: target, request: &request)
         } catch {
             ExitStatus.exit(with: error, json: json)
         }
         let destination = makeDestination(&configuration)
-        // An output written in order gets its body decoded as it streams; a file keeps the
-        // coded bytes while they arrive and is decoded once complete, before the checksum.
-        configuration.automaticDecompression = compressed
-        configuration.maximumFileSize = maximumFileSize.flatMap(Self.byteCount)
-        // The ratio guards against bombs when nothing else does; a size the user gave is the
-        // limit they chose.
-        if configuration.maximumFileSize != nil { configuration.maximumDecompressionRatio = nil }
-        if compressed, request.value(forHTTPHeaderField: "Accept-Encoding") == nil {
-            request.setValue("gzip, deflate", forHTTPHeaderField: "Accept-Encoding")
-        }
         if destination.isWrittenInOrder, let output, output != "-" {
             if checksum != nil {
                 fail(FerryError(.invalidRequest, "--checksum needs a regular file; '\(output)' is not one."))
@@ -400,6 +385,28 @@ struct GetCommand: AsyncParsableCommand {
         if speak, remoteName, let file = task.fileURL {
             FileHandle.standardError.write(Data("saved \(file.path)\n".utf8))
         }
+    }
+
+    /// The session's settings every download of the command shares: retries, connections,
+    /// limits and decoding (`request` asks for a coded body with `--compressed`).
+    func downloadConfiguration(connections: Int, request: inout URLRequest) -> SessionConfiguration {
+        var configuration = SessionConfiguration.default
+        configuration.retryPolicy = RetryPolicy(maximumRetries: retries)
+        configuration.retryPolicy.retriesAllErrors = retryAllErrors
+        configuration.maximumConnectionsPerDownload = connections
+        configuration.httpMaximumConnectionsPerHost = max(configuration.httpMaximumConnectionsPerHost, connections)
+        if let size = minimumSplitSize.flatMap(Self.byteCount) { configuration.minimumSegmentSize = size }
+        // An output written in order gets its body decoded as it streams; a file keeps the
+        // coded bytes while they arrive and is decoded once complete, before the checksum.
+        configuration.automaticDecompression = compressed
+        configuration.maximumFileSize = maximumFileSize.flatMap(Self.byteCount)
+        // The ratio guards against bombs when nothing else does; a size the user gave is the
+        // limit they chose.
+        if configuration.maximumFileSize != nil { configuration.maximumDecompressionRatio = nil }
+        if compressed, request.value(forHTTPHeaderField: "Accept-Encoding") == nil {
+            request.setValue("gzip, deflate", forHTTPHeaderField: "Accept-Encoding")
+        }
+        return configuration
     }
 
     /// Where the body goes, and where partial files and resume data live for it: beside a
