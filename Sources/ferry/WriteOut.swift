@@ -198,9 +198,11 @@ struct WriteOut {
             let scheme = (response?.url ?? task.originalRequest.url)?.scheme?.uppercased()
             var version = response.map { String($0.httpVersion.dropFirst("HTTP/".count)) }
             if version == "1.0" { version = "1" }
-            let headerBytes = response.map { response in
-                response.headers.reduce(response.httpVersion.utf8.count + 4 + response.reasonPhrase.utf8.count + 4 + 2)
-                {
+            // curl counts the heads of every response, redirects' included: "VERSION CODE
+            // REASON\r\n", each "Name: value\r\n", then "\r\n".
+            let heads = transactions.compactMap(\.response)
+            let headerBytes = (heads.isEmpty ? response.map { [$0] } ?? [] : heads).reduce(0) { total, head in
+                head.headers.reduce(total + head.httpVersion.utf8.count + head.reasonPhrase.utf8.count + 9) {
                     $0 + $1.name.utf8.count + $1.value.utf8.count + 4
                 }
             }
@@ -224,7 +226,7 @@ struct WriteOut {
                 "response_code": .status(status),
                 "scheme": .text(scheme),
                 "size_download": .number(downloaded),
-                "size_header": .number(Int64(headerBytes ?? 0)),
+                "size_header": .number(Int64(headerBytes)),
                 "size_upload": .number(transactions.reduce(Int64(0)) { $0 + $1.countOfRequestBodyBytesSent }),
                 "speed_download": .number(total > 0 ? Int64(Double(downloaded) / total) : 0),
                 "time_appconnect": since(first?.secureConnectionEndDate),
