@@ -40,8 +40,9 @@ extension Downloader {
                 }
                 guard case .retry(let attempt, let delay) = retry.decide(after: failure, cancelled: Task.isCancelled)
                 else { throw failure }
-                task.client.publish(.willRetry(attempt: attempt, delay: delay, error: failure))
-                try await transfer.waitBeforeRetry(.seconds(delay))
+                try await transfer.waitBeforeRetry(.seconds(delay)) {
+                    task.client.publish(.willRetry(attempt: attempt, delay: delay, error: failure))
+                }
             }
         }
         guard task.client.transferWillFinish() else { throw CancellationError() }

@@ -153,14 +153,17 @@ extension Downloader {
                         "retrying",
                         metadata: ["attempt": "\(attempt)", "delay": "\(delay)", "error": "\(error)"]
                     )
-                    task.client.publish(.willRetry(attempt: attempt, delay: delay, error: error))
-                    if let run = segments {
-                        try? run.checkpoint(force: true)
-                    } else {
-                        progress.willContinue()
-                        if file.length > 0 { try? checkpoint(file, request: request, planner: machine.planner).write() }
+                    try await transfer.waitBeforeRetry(.seconds(delay)) {
+                        task.client.publish(.willRetry(attempt: attempt, delay: delay, error: error))
+                        if let run = segments {
+                            try? run.checkpoint(force: true)
+                        } else {
+                            progress.willContinue()
+                            if file.length > 0 {
+                                try? checkpoint(file, request: request, planner: machine.planner).write()
+                            }
+                        }
                     }
-                    try await transfer.waitBeforeRetry(.seconds(delay))
                     action = machine.next(bytesOnDisk: file.length)
                 case .startOver(let reason, let rangesIgnored):
                     logger.debug("starting over", metadata: ["why": "\(reason)"])

@@ -33,11 +33,18 @@ extension Transfer {
     /// Sleeps before a retry without holding a connection slot (another task may use it),
     /// and without the idle timeout running: waiting, as a server's `Retry-After` asked, is
     /// not idleness. The next hop takes a slot again.
-    func waitBeforeRetry(_ delay: Duration) async throws {
+    ///
+    /// - Parameters:
+    ///   - delay: How long to wait.
+    ///   - announcing: What the retry does before it sleeps (its `willRetry` event, a
+    ///     checkpoint), run once the idle timeout has stopped: on a starved machine that work
+    ///     can take longer than the idle timeout, and it is not idleness either.
+    func waitBeforeRetry(_ delay: Duration, announcing: () -> Void = {}) async throws {
         lease.release()
         let waiting = active.withLock { $0 }  // the task the watchdog reads
         waiting.client.setQueued(true)
         defer { waiting.client.setQueued(false) }
+        announcing()
         try await Task.sleep(for: delay)
     }
 }

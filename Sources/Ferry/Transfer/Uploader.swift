@@ -130,8 +130,9 @@ struct Uploader: TransferPart {
                         "upload retrying",
                         metadata: ["attempt": "\(attempt)", "delay": "\(delay)", "error": "\(error)"]
                     )
-                    task.client.publish(.willRetry(attempt: attempt, delay: delay, error: error))
-                    try await transfer.waitBeforeRetry(.seconds(delay))
+                    try await transfer.waitBeforeRetry(.seconds(delay)) {
+                        task.client.publish(.willRetry(attempt: attempt, delay: delay, error: error))
+                    }
                     reply = .next(machine.waited())
                 case .cancel(let resource, let version, let error):
                     await discard(ask(resource, "DELETE", version))
