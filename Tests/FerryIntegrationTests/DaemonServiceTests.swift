@@ -13,17 +13,6 @@ import Glibc
 /// by the Prometheus client's own parser.
 @Suite("ferry daemon as a service (real processes)", .serialized)
 struct DaemonServiceTests {
-    /// Waits (bounded) for `pid` to exit; its wait status, or `nil` if it did not.
-    func exitStatus(of pid: pid_t, within seconds: Int = 20) async throws -> Int32? {
-        var status: Int32 = 0
-        for _ in 0..<(seconds * 50) {
-            if waitpid(pid, &status, WNOHANG) == pid { return status }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        DaemonProcess.killNine(pid)
-        return nil
-    }
-
     @Test func sigtermCheckpointsEveryTransferAndTheNextStartContinuesIt() async throws {
         try await withServer { server in
             let daemon = try DaemonProcess()
@@ -38,7 +27,7 @@ struct DaemonServiceTests {
             try await daemon.waitUntil(id, received: 1 << 20)
             let seen = try await daemon.client.task(id).bytesReceived
             kill(pid, SIGTERM)
-            let status = try await exitStatus(of: pid)
+            let status = try await DaemonProcess.exitStatus(of: pid)
             #expect(status == 0, "the daemon exits normally after a SIGTERM")
             #expect(!FileManager.default.fileExists(atPath: daemon.socket.path), "its socket is removed")
 
@@ -121,7 +110,7 @@ struct DaemonServiceTests {
         kill(pid, SIGTERM)
         let stopping = notify.receive()
         #expect(stopping?.split(separator: "\n").first == "STOPPING=1", "\(stopping ?? "nothing")")
-        #expect(try await exitStatus(of: pid) == 0)
+        #expect(try await DaemonProcess.exitStatus(of: pid) == 0)
     }
 
     static var prometheusClientEnabled: Bool {

@@ -55,6 +55,18 @@ struct DaemonProcess {
         waitpid(pid, &status, 0)
     }
 
+    /// Waits (bounded) for `pid` to exit: its wait status, or `nil` (and it is killed) if it
+    /// did not within `seconds`.
+    static func exitStatus(of pid: pid_t, within seconds: Int = 20) async throws -> Int32? {
+        var status: Int32 = 0
+        for _ in 0..<(seconds * 50) {
+            if waitpid(pid, &status, WNOHANG) == pid { return status }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        killNine(pid)
+        return nil
+    }
+
     /// Whether `pid` is still running (not exited or killed).
     static func isAlive(_ pid: pid_t) -> Bool {
         var status: Int32 = 0
@@ -460,16 +472,8 @@ struct DaemonTests {
         // This process keeps a connection to it open (the client's pool).
         #expect(try await daemon.client.health())
         kill(pid, SIGTERM)
-        var status: Int32 = 0
-        var exited = false
-        for _ in 0..<250 where !exited {
-            exited = waitpid(pid, &status, WNOHANG) == pid
-            if !exited { try await Task.sleep(for: .milliseconds(20)) }
-        }
-        if !exited { DaemonProcess.killNine(pid) }
-        #expect(exited)
-        // Exited normally, status 0 (not a trap, not a signal).
-        #expect(status == 0)
+        // Exited within 5 s, normally, status 0 (not a trap, not a signal).
+        #expect(try await DaemonProcess.exitStatus(of: pid, within: 5) == 0)
     }
 
     @Test func onlyItsUserCanReachTheSocket() async throws {
