@@ -36,6 +36,7 @@ struct Checkpoint {
         let (template, enabled, store, key, logger) = (template, enabled, store, key, logger)
         let telemetry = telemetry
         let metadataURL = file.metadataURL
+        file.mayHaveMetadata = true
         return { plan in
             guard enabled else { return }
             try writer.flush()
@@ -53,7 +54,7 @@ struct Checkpoint {
     /// Removes the metadata (file and store entry), flushing the removal to stable storage,
     /// before the bytes it describes are discarded or replaced.
     func invalidate() throws {
-        FileSystem.removeIfPresent(file.metadataURL)
+        file.removeMetadata()
         if let store {
             store.remove(key)
             if let directory = store.directory { FileSystem.syncDirectory(directory) }

@@ -20,12 +20,8 @@ final class DestinationLock: Sendable {
     ///
     /// - Parameter description: what the error names as busy (default: the destination).
     init(destination: URL, description: String? = nil) throws {
-        let directory = destination.deletingLastPathComponent()
-        path =
-            directory.appendingPathComponent(
-                SafeFilename.sidecar(of: destination.lastPathComponent, suffix: ".ferry-lock"),
-                isDirectory: false  // (without it, Foundation asks the file system)
-            ).path
+        let (directory, name) = FileSystem.splitPath(destination.path)
+        path = FileSystem.joinPath(directory, SafeFilename.sidecar(of: name, suffix: ".ferry-lock"))
         while true {
             let descriptor = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
             guard descriptor >= 0 else {

@@ -1,4 +1,5 @@
 package import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -13,6 +14,22 @@ package enum FileSystem {
     /// (``SessionConfiguration/downloadsDirectory``).
     static var defaultPartialsDirectory: URL {
         FileManager.default.temporaryDirectory.appendingPathComponent("ferry-downloads-\(geteuid())", isDirectory: true)
+    }
+
+    /// The default directory's path, as last worked out, and the `TMPDIR` it was worked out
+    /// for: every download asks whether its directory is the default one.
+    private static let lastDefaultPartialsPath = Mutex<(temporary: String?, path: String)?>(nil)
+
+    /// Whether `path` is ``defaultPartialsDirectory``'s.
+    static func isDefaultPartialsDirectory(_ path: String) -> Bool {
+        let temporary = getenv("TMPDIR").map { String(cString: $0) }
+        let known = lastDefaultPartialsPath.withLock { last in
+            last.flatMap { $0.temporary == temporary ? $0.path : nil }
+        }
+        if let known { return known == path }
+        let worked = defaultPartialsDirectory.path
+        lastDefaultPartialsPath.withLock { $0 = (temporary, worked) }
+        return worked == path
     }
 
     static func error(_ what: String, code: Int32 = errno) -> FerryError {
@@ -48,16 +65,22 @@ package enum FileSystem {
     /// directory the caller chose is checked only where everyone may create files (its
     /// parent is writable by all, as `/tmp`): there it must be this user's, not a link, and
     /// not writable by group or others.
-    static func openPartialsDirectory(_ directory: URL, isDefault: Bool) throws -> Int32 {
-        try createDirectory(directory, mode: 0o700)
-        var parent = stat()
-        let sharedParent =
-            stat(directory.deletingLastPathComponent().path, &parent) == 0 && parent.st_mode & S_IWOTH != 0
-        let checked = isDefault || sharedParent
-        let held = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (checked ? O_NOFOLLOW : 0))
+    static func openPartialsDirectory(_ directory: String, isDefault: Bool) throws -> Int32 {
+        var checked = isDefault
+        if !isDefault {
+            var parent = stat()
+            checked = stat(splitPath(directory).directory, &parent) == 0 && parent.st_mode & S_IWOTH != 0
+        }
+        let flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | (checked ? O_NOFOLLOW : 0)
+        var held = open(directory, flags)
+        if held < 0 && errno == ENOENT {
+            try createDirectory(URL(fileURLWithPath: directory, isDirectory: true), mode: 0o700)
+            held = open(directory, flags)
+        }
         guard held >= 0 else {
             if checked && errno == ELOOP { throw notPrivate(directory) }
-            throw error("Cannot open the directory '\(directory.path)'")
+            if errno == ENOTDIR { throw FerryError(.fileSystem, "'\(directory)' exists and is not a directory.") }
+            throw error("Cannot open the directory '\(directory)'")
         }
         guard checked else { return held }
         var info = stat()
@@ -69,10 +92,10 @@ package enum FileSystem {
         return held
     }
 
-    private static func notPrivate(_ directory: URL) -> FerryError {
+    private static func notPrivate(_ directory: String) -> FerryError {
         FerryError(
             .fileSystem,
-            "'\(directory.path)' is not a private directory of this user (another owner, a link, or open to others): partial downloads are kept only in one. Remove it, or choose another downloadsDirectory."
+            "'\(directory)' is not a private directory of this user (another owner, a link, or open to others): partial downloads are kept only in one. Remove it, or choose another downloadsDirectory."
         )
     }
 
@@ -128,7 +151,6 @@ package enum FileSystem {
     /// destination file is never removed before the new one is complete. A source whose
     /// name no longer holds the file it should (`source.identity`) is not moved.
     static func moveFile(from source: MoveSource, to destination: URL, createDirectories: Bool, replace: Bool) throws {
-        let parent = destination.deletingLastPathComponent()
         // A device, FIFO or socket is never renamed over (that replaced /dev/null once).
         if SequentialOutput.isSequential(destination) {
             throw FerryError(
@@ -136,13 +158,14 @@ package enum FileSystem {
                 "'\(destination.path)' is not a regular file: a finished download replaces only regular files."
             )
         }
-        if createDirectories { try createDirectory(parent, mode: 0o755) }
+        if createDirectories { try createDirectory(destination.deletingLastPathComponent(), mode: 0o755) }
+        let target = destination.path
         var info = stat()
-        if lstat(destination.path, &info) == 0 {
+        if lstat(target, &info) == 0 {
             if (info.st_mode & S_IFMT) == S_IFDIR {
-                throw FerryError(.fileSystem, "'\(destination.path)' is a directory.")
+                throw FerryError(.fileSystem, "'\(target)' is a directory.")
             }
-            if !replace { throw exists(destination) }
+            if !replace { throw exists(target) }
         }
         if let identity = source.identity, Identity(at: source.name, in: source.directory) != identity {
             throw FerryError(
@@ -153,21 +176,19 @@ package enum FileSystem {
         // The partial file is private (0600) while it grows; the delivered file gets the
         // mode any new file of the user's would get.
         fchmodat(source.directory, source.name, userFileMode, 0)
-        if try place(source.directory, source.name, at: destination, replace: replace) { return }
-        let staging = parent.appendingPathComponent(
-            SafeFilename.sidecar(
-                of: destination.lastPathComponent,
-                suffix: ".ferry-\(UUID().uuidString.prefix(8)).part"
-            ),
-            isDirectory: false
+        if try place(source.directory, source.name, at: target, replace: replace) { return }
+        let (parent, name) = splitPath(target)
+        let staging = joinPath(
+            parent,
+            SafeFilename.sidecar(of: name, suffix: ".ferry-\(UUID().uuidString.prefix(8)).part")
         )
         do {
             try copyFile(from: source, to: staging)
-            guard try place(AT_FDCWD, staging.path, at: destination, replace: replace) else {
-                throw error("Cannot move the download to '\(destination.path)'", code: EXDEV)
+            guard try place(AT_FDCWD, staging, at: target, replace: replace) else {
+                throw error("Cannot move the download to '\(target)'", code: EXDEV)
             }
         } catch {
-            unlink(staging.path)
+            unlink(staging)
             throw error
         }
         unlinkat(source.directory, source.name, 0)
@@ -180,11 +201,12 @@ package enum FileSystem {
 
     /// Puts `name` (in `directory`) at `destination` in one step; `false` when they are on
     /// different file systems.
-    private static func place(_ directory: Int32, _ name: String, at destination: URL, replace: Bool) throws -> Bool {
+    private static func place(_ directory: Int32, _ name: String, at destination: String, replace: Bool) throws -> Bool
+    {
         if replace {
-            if renameat(directory, name, AT_FDCWD, destination.path) == 0 { return true }
+            if renameat(directory, name, AT_FDCWD, destination) == 0 { return true }
         } else {
-            if linkat(directory, name, AT_FDCWD, destination.path, 0) == 0 {
+            if linkat(directory, name, AT_FDCWD, destination, 0) == 0 {
                 unlinkat(directory, name, 0)
                 return true
             }
@@ -192,16 +214,16 @@ package enum FileSystem {
             // A file system without hard links: check, then rename (a narrow race).
             if errno == EPERM || errno == EOPNOTSUPP || errno == EMLINK {
                 var info = stat()
-                if lstat(destination.path, &info) == 0 { throw exists(destination) }
-                if renameat(directory, name, AT_FDCWD, destination.path) == 0 { return true }
+                if lstat(destination, &info) == 0 { throw exists(destination) }
+                if renameat(directory, name, AT_FDCWD, destination) == 0 { return true }
             }
         }
         if errno == EXDEV { return false }
-        throw error("Cannot move the download to '\(destination.path)'")
+        throw error("Cannot move the download to '\(destination)'")
     }
 
-    private static func exists(_ destination: URL) -> FerryError {
-        FerryError(.destinationExists, "'\(destination.path)' already exists.")
+    private static func exists(_ destination: String) -> FerryError {
+        FerryError(.destinationExists, "'\(destination)' already exists.")
     }
 
     /// `0666` less the process's umask, read without changing it (`umask(2)` would be a
@@ -253,15 +275,15 @@ package enum FileSystem {
         }
     }
 
-    private static func copyFile(from source: MoveSource, to target: URL) throws {
+    private static func copyFile(from source: MoveSource, to target: String) throws {
         let input = openat(source.directory, source.name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard input >= 0 else { throw error("Cannot read '\(source.path)'") }
         defer { close(input) }
         if let identity = source.identity, Identity(descriptor: input) != identity {
             throw FerryError(.fileSystem, "'\(source.path)' no longer holds the downloaded file: nothing was moved.")
         }
-        let output = open(target.path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, userFileMode)
-        guard output >= 0 else { throw error("Cannot create '\(target.path)'") }
+        let output = open(target, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, userFileMode)
+        guard output >= 0 else { throw error("Cannot create '\(target)'") }
         defer { close(output) }
         let size = 1 << 20
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16)
@@ -276,9 +298,9 @@ package enum FileSystem {
             do {
                 try writeAll(output, UnsafeRawBufferPointer(start: buffer, count: count))
             } catch {
-                throw Self.error("Cannot write '\(target.path)'", code: error.code)
+                throw Self.error("Cannot write '\(target)'", code: error.code)
             }
         }
-        guard fsync(output) == 0 else { throw error("Cannot flush '\(target.path)'") }
+        guard fsync(output) == 0 else { throw error("Cannot flush '\(target)'") }
     }
 }

@@ -31,11 +31,9 @@ package final class PartialFile {
     /// Creates a new, empty partial file in `directory` (created 0700 if missing; see
     /// ``FileSystem/openPartialsDirectory(_:isDefault:)``).
     convenience init(in directory: URL) throws {
-        let held = try FileSystem.openPartialsDirectory(
-            directory,
-            isDefault: directory == FileSystem.defaultPartialsDirectory
-        )
-        try self.init(creatingIn: held, path: directory)
+        let path = directory.path
+        let held = try FileSystem.openPartialsDirectory(path, isDefault: FileSystem.isDefaultPartialsDirectory(path))
+        try self.init(creatingIn: held, path: path)
     }
 
     /// Creates a new, empty partial file in the directory `other` lives in: the decoded
@@ -43,22 +41,43 @@ package final class PartialFile {
     convenience init(beside other: PartialFile) throws {
         let held = fcntl(other.directory, F_DUPFD_CLOEXEC, 0)
         guard held >= 0 else { throw FileSystem.error("Cannot create a partial file beside '\(other.url.path)'") }
-        try self.init(creatingIn: held, path: other.url.deletingLastPathComponent())
+        try self.init(creatingIn: held, path: FileSystem.splitPath(other.url.path).directory)
     }
 
-    /// Takes ownership of `held`, an open directory, and creates the file in it.
-    private init(creatingIn held: Int32, path: URL) throws {
-        let name = ".ferry-\(UUID().uuidString.lowercased()).partial"
-        url = path.appendingPathComponent(name, isDirectory: false)
+    /// Takes ownership of `held`, an open directory at `path`, and creates the file in it.
+    private init(creatingIn held: Int32, path: String) throws {
+        let name = ".ferry-\(Self.randomIdentifier()).partial"
+        url = URL(fileURLWithPath: FileSystem.joinPath(path, name), isDirectory: false)
         directory = held
         descriptor = openat(held, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard descriptor >= 0, let identity = FileSystem.Identity(descriptor: descriptor) else {
-            let failure = FileSystem.error("Cannot create a partial file in '\(path.path)'")
+            let failure = FileSystem.error("Cannot create a partial file in '\(path)'")
             if descriptor >= 0 { close(descriptor) }
             close(held)
             throw failure
         }
         self.identity = identity
+    }
+
+    /// A random UUID's 36 characters in lower case, as partial files are named.
+    private static func randomIdentifier() -> String {
+        let digits: StaticString = "0123456789abcdef"
+        let bytes = UUID().uuid
+        return String(unsafeUninitializedCapacity: 36) { out in
+            var at = 0
+            withUnsafeBytes(of: bytes) { raw in
+                for (index, byte) in raw.enumerated() {
+                    if index == 4 || index == 6 || index == 8 || index == 10 {
+                        out[at] = UInt8(ascii: "-")
+                        at += 1
+                    }
+                    out[at] = digits.utf8Start[Int(byte >> 4)]
+                    out[at + 1] = digits.utf8Start[Int(byte & 0x0F)]
+                    at += 2
+                }
+            }
+            return at
+        }
     }
 
     /// Whether `url` names a partial file as Ferry creates them (`.ferry-<uuid>.partial`).
@@ -100,6 +119,7 @@ package final class PartialFile {
         }
         self.identity = identity
         length = keep
+        mayHaveMetadata = true
     }
 
     deinit {
@@ -177,15 +197,28 @@ package final class PartialFile {
         closeWithoutFlushing()
         let name = url.lastPathComponent
         if FileSystem.Identity(at: name, in: directory) == identity { unlinkat(directory, name, 0) }
-        unlinkat(directory, metadataURL.lastPathComponent, 0)
+        removeMetadata()
     }
 
     /// Where the checkpointed resume data of this partial lives.
-    var metadataURL: URL { url.appendingPathExtension("resume") }
+    var metadataURL: URL { URL(fileURLWithPath: url.path + ".resume", isDirectory: false) }
+
+    /// Whether resume data may lie beside the file: it was reopened to resume, or
+    /// metadata was written (or will be, by a split download's recorder). A new file's
+    /// name is new, so nothing lies beside it.
+    var mayHaveMetadata = false
 
     /// Writes resume data describing flushed bytes: temp file, fsync, rename.
     func writeMetadata(_ resumeData: ResumeData) throws {
+        mayHaveMetadata = true
         try FileSystem.writeAtomically(resumeData.encoded(), to: metadataURL)
+    }
+
+    /// Removes the resume data beside the file, by name in its directory, if there can be
+    /// any.
+    func removeMetadata() {
+        guard mayHaveMetadata else { return }
+        unlinkat(directory, url.lastPathComponent + ".resume", 0)
     }
 
     /// This file as the source of a move: its held directory and name, and its identity,

@@ -62,7 +62,7 @@ final class SequentialOutput {
     /// ordinary files (POSIX shared memory, and a common place for scratch files in RAM),
     /// where a download is written and moved into place like anywhere else.
     static func isSequential(_ url: URL) -> Bool {
-        let path = url.standardizedFileURL.path
+        let path = FileSystem.lexicalPath(url)
         if path.hasPrefix("/dev/shm/") { return !isOrdinaryOrMissing(path) }
         for system in ["/dev", "/proc"] where path == system || path.hasPrefix(system + "/") { return true }
         return !isOrdinaryOrMissing(path)
@@ -80,7 +80,7 @@ final class SequentialOutput {
     /// The descriptor `/dev/stdout`, `/dev/stderr`, `/dev/fd/N` or `/proc/self/fd/N` names,
     /// if it is open.
     private static func inheritedDescriptor(_ url: URL) -> Int32? {
-        let path = url.standardizedFileURL.path
+        let path = FileSystem.lexicalPath(url)
         let descriptor: Int32?
         switch path {
         case "/dev/stdout": descriptor = STDOUT_FILENO

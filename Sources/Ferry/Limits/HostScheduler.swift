@@ -1,3 +1,5 @@
+import NIOCore
+
 /// Ferry's per-origin connection limit as a value: who may run now and who waits, in order.
 ///
 /// No I/O happens here. ``HostLimiter`` owns one behind its lock and parks the waiting
@@ -14,7 +16,9 @@ struct HostScheduler: Sendable {
 
     let limit: Int
     private(set) var running: [Origin: Int] = [:]
-    private(set) var waiting: [Origin: [Ticket]] = [:]
+    /// Each origin's waiting tickets in the order they will run. Changed in place (a
+    /// thousand downloads queued at once must not copy the queue for each).
+    private(set) var waiting: [Origin: CircularBuffer<Ticket>] = [:]
 
     init(limit: Int) {
         precondition(limit >= 1, "a per-host limit below 1 is rejected by SessionConfiguration")
@@ -30,16 +34,11 @@ struct HostScheduler: Sendable {
 
     mutating func acquire(_ ticket: Ticket, for origin: Origin) -> AcquireAction {
         let active = running[origin, default: 0]
-        if active < limit && waiting[origin, default: []].isEmpty {
+        if active < limit && waiting[origin]?.isEmpty != false {
             running[origin] = active + 1
             return .proceed
         }
-        var queue = waiting[origin, default: []]
-        // After every ticket of the same or higher priority: first come, first served among
-        // equals.
-        let place = queue.firstIndex { $0.priority < ticket.priority } ?? queue.endIndex
-        queue.insert(ticket, at: place)
-        waiting[origin] = queue
+        waiting[origin, default: []].enqueue(ticket)
         return .wait
     }
 
@@ -52,11 +51,9 @@ struct HostScheduler: Sendable {
 
     /// A waiting ticket gives up (its task was cancelled).
     mutating func abandon(_ ticket: Ticket, for origin: Origin) -> AbandonAction {
-        guard var queue = waiting[origin], let index = queue.firstIndex(of: ticket) else {
-            return .notWaiting
-        }
-        queue.remove(at: index)
-        waiting[origin] = queue.isEmpty ? nil : queue
+        guard let index = waiting[origin]?.firstIndex(of: ticket) else { return .notWaiting }
+        waiting[origin]?.remove(at: index)
+        if waiting[origin]?.isEmpty == true { waiting[origin] = nil }
         return .removed
     }
 
@@ -69,14 +66,22 @@ struct HostScheduler: Sendable {
 
     /// A task holding a slot for `origin` is done with it.
     mutating func release(for origin: Origin) -> ReleaseAction {
-        if var queue = waiting[origin], !queue.isEmpty {
-            let next = queue.removeFirst()
-            waiting[origin] = queue.isEmpty ? nil : queue
+        if let next = waiting[origin]?.popFirst() {
+            if waiting[origin]?.isEmpty == true { waiting[origin] = nil }
             return .grant(next)
         }
         let active = running[origin, default: 0]
         precondition(active > 0, "release without a matching acquire")
         running[origin] = active > 1 ? active - 1 : nil
         return .none
+    }
+}
+
+extension CircularBuffer<HostScheduler.Ticket> {
+    /// Puts `ticket` after every ticket of the same or higher priority: first come, first
+    /// served among equals. Searched from the back, where a ticket of the same priority goes.
+    fileprivate mutating func enqueue(_ ticket: HostScheduler.Ticket) {
+        let place = lastIndex { $0.priority >= ticket.priority }.map(index(after:)) ?? startIndex
+        insert(ticket, at: place)
     }
 }

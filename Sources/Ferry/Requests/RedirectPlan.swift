@@ -28,6 +28,8 @@ enum RedirectPlan: Equatable {
     /// credential fields when `url` is another origin. (A download's later attempts go
     /// straight to the hop that answered.)
     static func request(_ request: URLRequest, pointedAt url: URL) -> URLRequest {
+        // Most responses come from where they were asked for (and a change copies).
+        if request.url == url { return request }
         var moved = request
         moved.url = url
         if let original = request.url, Origin(original) != Origin(url) {

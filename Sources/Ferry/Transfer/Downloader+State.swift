@@ -31,8 +31,10 @@ extension Downloader {
         }
         switch plan {
         case .full:
-            attempt.setValue(nil, forHTTPHeaderField: "Range")
-            attempt.setValue(nil, forHTTPHeaderField: "If-Range")
+            // (Each change to a `URLRequest` copies it: only what is there is taken out.)
+            for field in ["Range", "If-Range"] where attempt.value(forHTTPHeaderField: field) != nil {
+                attempt.setValue(nil, forHTTPHeaderField: field)
+            }
         case .range(let offset, let ifRange):
             attempt.setValue("bytes=\(offset)-", forHTTPHeaderField: "Range")
             attempt.setValue(ifRange, forHTTPHeaderField: "If-Range")

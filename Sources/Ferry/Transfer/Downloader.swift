@@ -222,7 +222,7 @@ extension Downloader {
             delivered.discard()
             throw CancellationError()
         }
-        FileSystem.removeIfPresent(file.metadataURL)
+        file.removeMetadata()
         store?.remove(key)
         return try await Transfer.deliver(delivered.url, head: head, task: task, delivery: delivery, source: delivered)
     }
