@@ -19,19 +19,25 @@ final class DestinationLock: Sendable {
     /// Claims `destination`, or throws when another download holds it.
     ///
     /// - Parameter description: what the error names as busy (default: the destination).
-    init(destination: URL, description: String? = nil) throws {
-        let (directory, name) = FileSystem.splitPath(destination.path)
+    convenience init(destination: URL, description: String? = nil) throws {
+        try self.init(destinationPath: destination.path, description: description)
+    }
+
+    /// Claims the file at `destination` (a file URL's path), or throws when another download
+    /// holds it.
+    init(destinationPath destination: String, description: String? = nil) throws {
+        let (directory, name) = FileSystem.splitPath(destination)
         path = FileSystem.joinPath(directory, SafeFilename.sidecar(of: name, suffix: ".ferry-lock"))
         while true {
             let descriptor = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
             guard descriptor >= 0 else {
-                throw FileSystem.error("Cannot lock '\(destination.path)'")
+                throw FileSystem.error("Cannot lock '\(destination)'")
             }
             if flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
                 close(descriptor)
                 throw FerryError(
                     .destinationInUse,
-                    "\(description ?? "'\(destination.path)'") is being downloaded by another task or process."
+                    "\(description ?? "'\(destination)'") is being downloaded by another task or process."
                 )
             }
             // The holder before us may have removed the file after we opened it: then our

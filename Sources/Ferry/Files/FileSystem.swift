@@ -38,21 +38,27 @@ package enum FileSystem {
 
     /// `mkdir -p` with `mode` for the directories it creates.
     static func createDirectory(_ url: URL, mode: mode_t) throws {
-        var isDirectory: ObjCBool = false
-        if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) {
-            guard isDirectory.boolValue else {
-                throw FerryError(.fileSystem, "'\(url.path)' exists and is not a directory.")
+        try createDirectory(atPath: url.path, mode: mode)
+    }
+
+    /// `mkdir -p` of `path` with `mode` for the directories it creates; one `stat` when the
+    /// directory is there.
+    static func createDirectory(atPath path: String, mode: mode_t) throws {
+        var info = stat()
+        if stat(path, &info) == 0 {
+            guard (info.st_mode & S_IFMT) == S_IFDIR else {
+                throw FerryError(.fileSystem, "'\(path)' exists and is not a directory.")
             }
             return
         }
         do {
             try FileManager.default.createDirectory(
-                at: url,
+                atPath: path,
                 withIntermediateDirectories: true,
                 attributes: [.posixPermissions: Int(mode)]
             )
         } catch {
-            throw FerryError(.fileSystem, "Cannot create the directory '\(url.path)'.", underlying: error)
+            throw FerryError(.fileSystem, "Cannot create the directory '\(path)'.", underlying: error)
         }
     }
 
@@ -74,7 +80,7 @@ package enum FileSystem {
         let flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | (checked ? O_NOFOLLOW : 0)
         var held = open(directory, flags)
         if held < 0 && errno == ENOENT {
-            try createDirectory(URL(fileURLWithPath: directory, isDirectory: true), mode: 0o700)
+            try createDirectory(atPath: directory, mode: 0o700)
             held = open(directory, flags)
         }
         guard held >= 0 else {
@@ -151,15 +157,20 @@ package enum FileSystem {
     /// destination file is never removed before the new one is complete. A source whose
     /// name no longer holds the file it should (`source.identity`) is not moved.
     static func moveFile(from source: MoveSource, to destination: URL, createDirectories: Bool, replace: Bool) throws {
+        try moveFile(from: source, toPath: destination.path, createDirectories: createDirectories, replace: replace)
+    }
+
+    /// ``moveFile(from:to:createDirectories:replace:)`` to a file URL's path (`URL.path`).
+    static func moveFile(from source: MoveSource, toPath target: String, createDirectories: Bool, replace: Bool) throws
+    {
         // A device, FIFO or socket is never renamed over (that replaced /dev/null once).
-        if SequentialOutput.isSequential(destination) {
+        if SequentialOutput.isSequential(path: target) {
             throw FerryError(
                 .fileSystem,
-                "'\(destination.path)' is not a regular file: a finished download replaces only regular files."
+                "'\(target)' is not a regular file: a finished download replaces only regular files."
             )
         }
-        if createDirectories { try createDirectory(destination.deletingLastPathComponent(), mode: 0o755) }
-        let target = destination.path
+        if createDirectories { try createDirectory(atPath: splitPath(target).directory, mode: 0o755) }
         var info = stat()
         if lstat(target, &info) == 0 {
             if (info.st_mode & S_IFMT) == S_IFDIR {

@@ -20,6 +20,9 @@ import Darwin
 /// Not thread-safe: one transfer owns it.
 package final class PartialFile {
     let url: URL
+    /// `url`'s path and last component, worked out once.
+    let path: String
+    private let name: String
     private var descriptor: Int32
     /// The directory the file lives in, opened when it was verified.
     private let directory: Int32
@@ -45,13 +48,15 @@ package final class PartialFile {
     }
 
     /// Takes ownership of `held`, an open directory at `path`, and creates the file in it.
-    private init(creatingIn held: Int32, path: String) throws {
+    private init(creatingIn held: Int32, path directoryPath: String) throws {
         let name = ".ferry-\(Self.randomIdentifier()).partial"
-        url = URL(fileURLWithPath: FileSystem.joinPath(path, name), isDirectory: false)
+        self.name = name
+        path = FileSystem.joinPath(directoryPath, name)
+        url = URL(fileURLWithPath: path, isDirectory: false)
         directory = held
         descriptor = openat(held, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard descriptor >= 0, let identity = FileSystem.Identity(descriptor: descriptor) else {
-            let failure = FileSystem.error("Cannot create a partial file in '\(path)'")
+            let failure = FileSystem.error("Cannot create a partial file in '\(directoryPath)'")
             if descriptor >= 0 { close(descriptor) }
             close(held)
             throw failure
@@ -104,10 +109,12 @@ package final class PartialFile {
     /// partial files: the download must start over.
     init?(resuming url: URL, keep: Int64) {
         self.url = url
+        path = url.path
+        name = url.lastPathComponent
         guard Self.isPartialFileName(url) else { return nil }
         directory = open(url.deletingLastPathComponent().path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard directory >= 0 else { return nil }
-        descriptor = openat(directory, url.lastPathComponent, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
+        descriptor = openat(directory, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
         var info = stat()
         guard descriptor >= 0, fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG,
             info.st_uid == geteuid(), Int64(info.st_size) >= keep, ftruncate(descriptor, off_t(keep)) == 0,
@@ -134,7 +141,7 @@ package final class PartialFile {
             let result = pwrite(descriptor, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
             if result < 0 {
                 if errno == EINTR { continue }
-                throw FileSystem.error("Cannot write '\(url.path)'")
+                throw FileSystem.error("Cannot write '\(path)'")
             }
             done += result
         }
@@ -149,7 +156,7 @@ package final class PartialFile {
         while true {
             let result = pread(descriptor, base, wanted, off_t(offset))
             if result >= 0 { return result }
-            if errno != EINTR { throw FileSystem.error("Cannot read '\(url.path)'") }
+            if errno != EINTR { throw FileSystem.error("Cannot read '\(path)'") }
         }
     }
 
@@ -157,13 +164,13 @@ package final class PartialFile {
     /// download's connections); the caller closes it.
     func duplicateDescriptor() throws -> Int32 {
         let duplicate = fcntl(descriptor, F_DUPFD_CLOEXEC, 0)
-        guard duplicate >= 0 else { throw FileSystem.error("Cannot write '\(url.path)' from several connections") }
+        guard duplicate >= 0 else { throw FileSystem.error("Cannot write '\(path)' from several connections") }
         return duplicate
     }
 
     /// Cuts the file to `size` bytes (0 to start over).
     func truncate(to size: Int64) throws {
-        guard ftruncate(descriptor, off_t(size)) == 0 else { throw FileSystem.error("Cannot truncate '\(url.path)'") }
+        guard ftruncate(descriptor, off_t(size)) == 0 else { throw FileSystem.error("Cannot truncate '\(path)'") }
         length = size
     }
 
@@ -171,7 +178,7 @@ package final class PartialFile {
     func flush() throws {
         guard descriptor >= 0 else { return }
         guard fsync(descriptor) == 0 || errno == EINVAL else {
-            throw FileSystem.error("Cannot flush '\(url.path)'")
+            throw FileSystem.error("Cannot flush '\(path)'")
         }
     }
 
@@ -195,13 +202,12 @@ package final class PartialFile {
     /// only while that name still holds this file.
     func discard() {
         closeWithoutFlushing()
-        let name = url.lastPathComponent
         if FileSystem.Identity(at: name, in: directory) == identity { unlinkat(directory, name, 0) }
         removeMetadata()
     }
 
     /// Where the checkpointed resume data of this partial lives.
-    var metadataURL: URL { URL(fileURLWithPath: url.path + ".resume", isDirectory: false) }
+    var metadataURL: URL { URL(fileURLWithPath: path + ".resume", isDirectory: false) }
 
     /// Whether resume data may lie beside the file: it was reopened to resume, or
     /// metadata was written (or will be, by a split download's recorder). A new file's
@@ -218,12 +224,12 @@ package final class PartialFile {
     /// any.
     func removeMetadata() {
         guard mayHaveMetadata else { return }
-        unlinkat(directory, url.lastPathComponent + ".resume", 0)
+        unlinkat(directory, name + ".resume", 0)
     }
 
     /// This file as the source of a move: its held directory and name, and its identity,
     /// which the name must still have when it is moved.
     var moveSource: FileSystem.MoveSource {
-        FileSystem.MoveSource(directory: directory, name: url.lastPathComponent, path: url.path, identity: identity)
+        FileSystem.MoveSource(directory: directory, name: name, path: path, identity: identity)
     }
 }

@@ -35,7 +35,9 @@ final class SequentialOutput {
         if let handle = destination.handle, let url = destination.fixedURL {
             return SequentialOutput(url: url, descriptor: handle.fileDescriptor, owns: false)
         }
-        guard let url = destination.fixedURL, isSequential(url) else { return nil }
+        guard let url = destination.fixedURL, let path = destination.fixedPath, isSequential(path: path) else {
+            return nil
+        }
         // The process's own descriptors are written as they are, at their offset (a shell's
         // `>>` appends), not opened again from the start.
         if let inherited = inheritedDescriptor(url) {
@@ -62,7 +64,12 @@ final class SequentialOutput {
     /// ordinary files (POSIX shared memory, and a common place for scratch files in RAM),
     /// where a download is written and moved into place like anywhere else.
     static func isSequential(_ url: URL) -> Bool {
-        let path = FileSystem.lexicalPath(url)
+        isSequential(path: url.path)
+    }
+
+    /// ``isSequential(_:)`` for a file URL's absolute path (`URL.path`).
+    static func isSequential(path given: String) -> Bool {
+        let path = FileSystem.lexicallyNormalized(given)
         if path.hasPrefix("/dev/shm/") { return !isOrdinaryOrMissing(path) }
         for system in ["/dev", "/proc"] where path == system || path.hasPrefix(system + "/") { return true }
         return !isOrdinaryOrMissing(path)

@@ -81,7 +81,12 @@ extension CircularBuffer<HostScheduler.Ticket> {
     /// Puts `ticket` after every ticket of the same or higher priority: first come, first
     /// served among equals. Searched from the back, where a ticket of the same priority goes.
     fileprivate mutating func enqueue(_ ticket: HostScheduler.Ticket) {
-        let place = lastIndex { $0.priority >= ticket.priority }.map(index(after:)) ?? startIndex
-        insert(ticket, at: place)
+        guard let last = lastIndex(where: { $0.priority >= ticket.priority }) else {
+            prepend(ticket)
+            return
+        }
+        let place = index(after: last)
+        // (`insert` rebuilds the buffer; most tickets go at the end.)
+        if place == endIndex { append(ticket) } else { insert(ticket, at: place) }
     }
 }

@@ -34,6 +34,8 @@ public struct DownloadDestination: Sendable {
     /// The destination when it is known before the response (``file(_:options:)``): the
     /// download claims it for its whole run.
     let fixedURL: URL?
+    /// `fixedURL`'s path, worked out once: each download asks for it several times.
+    let fixedPath: String?
     /// An open handle the body is written into in order (``stream(to:)``).
     let handle: FileHandle?
     /// Directories the file must still lie in (links resolved) when it is moved into place.
@@ -47,6 +49,7 @@ public struct DownloadDestination: Sendable {
         self.resolve = resolve
         self.options = options
         self.fixedURL = nil
+        self.fixedPath = nil
         self.handle = nil
     }
 
@@ -54,6 +57,7 @@ public struct DownloadDestination: Sendable {
         self.resolve = { _, _ in url }
         self.options = options
         self.fixedURL = url
+        self.fixedPath = url.path
         self.handle = handle
     }
 

@@ -310,7 +310,7 @@ final class SegmentWriter: Sendable {
 
     init(_ file: PartialFile) throws {
         self.descriptor = try file.duplicateDescriptor()
-        self.path = file.url.path
+        self.path = file.path
     }
 
     deinit { close(descriptor) }

@@ -32,11 +32,11 @@ extension Downloader {
             return try await download(inOrderTo: output)
         }
         var claim: DestinationLock?
-        if case .destination(let destination) = delivery, let target = destination.fixedURL {
+        if case .destination(let destination) = delivery, let target = destination.fixedPath {
             if destination.options.contains(.createIntermediateDirectories) {
-                try FileSystem.createDirectory(target.deletingLastPathComponent(), mode: 0o755)
+                try FileSystem.createDirectory(atPath: FileSystem.splitPath(target).directory, mode: 0o755)
             }
-            claim = try DestinationLock(destination: target)
+            claim = try DestinationLock(destinationPath: target)
         }
         let store = configuration.resumeStore
         let key = options.resumeKey

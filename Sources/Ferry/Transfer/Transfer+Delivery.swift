@@ -46,7 +46,7 @@ extension Transfer {
                 }
                 try FileSystem.moveFile(
                     from: source?.moveSource ?? FileSystem.MoveSource(location),
-                    to: target,
+                    toPath: destination.fixedPath ?? target.path,
                     createDirectories: destination.options.contains(.createIntermediateDirectories),
                     replace: destination.options.contains(.removePreviousFile)
                 )
