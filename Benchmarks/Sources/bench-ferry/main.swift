@@ -93,8 +93,9 @@ struct BenchFerry {
         let session = try Session(configuration: configuration)
         let urls = try String(contentsOfFile: list, encoding: .utf8).split(separator: "\n").map { try url(String($0)) }
         try await withThrowingTaskGroup(of: Void.self) { group in
+            let folder = URL(fileURLWithPath: directory, isDirectory: true)
             for (index, source) in urls.enumerated() {
-                let target = URL(fileURLWithPath: directory).appendingPathComponent("\(index)")
+                let target = folder.appendingPathComponent("\(index)", isDirectory: false)
                 group.addTask { _ = try await session.download(from: source, to: .file(target)) }
             }
             try await group.waitForAll()

@@ -25,12 +25,21 @@ final class DestinationLock: Sendable {
 
     /// Claims the file at `destination` (a file URL's path), or throws when another download
     /// holds it.
-    init(destinationPath destination: String, description: String? = nil) throws {
+    ///
+    /// - Parameter createDirectories: make the destination's missing directories (0755),
+    ///   when the lock file cannot be made for want of them.
+    init(destinationPath destination: String, description: String? = nil, createDirectories: Bool = false) throws {
         let (directory, name) = FileSystem.splitPath(destination)
         path = FileSystem.joinPath(directory, SafeFilename.sidecar(of: name, suffix: ".ferry-lock"))
+        var mayCreate = createDirectories
         while true {
             let descriptor = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
             guard descriptor >= 0 else {
+                if errno == ENOENT && mayCreate {
+                    try FileSystem.createDirectory(atPath: directory, mode: 0o755)
+                    mayCreate = false
+                    continue
+                }
                 throw FileSystem.error("Cannot lock '\(destination)'")
             }
             if flock(descriptor, LOCK_EX | LOCK_NB) != 0 {

@@ -163,18 +163,20 @@ package enum FileSystem {
     /// ``moveFile(from:to:createDirectories:replace:)`` to a file URL's path (`URL.path`).
     static func moveFile(from source: MoveSource, toPath target: String, createDirectories: Bool, replace: Bool) throws
     {
-        // A device, FIFO or socket is never renamed over (that replaced /dev/null once).
-        if SequentialOutput.isSequential(path: target) {
-            throw FerryError(
-                .fileSystem,
-                "'\(target)' is not a regular file: a finished download replaces only regular files."
-            )
-        }
-        if createDirectories { try createDirectory(atPath: splitPath(target).directory, mode: 0o755) }
+        // A device, FIFO or socket is never renamed over (that replaced /dev/null once), nor
+        // a link to one. One `lstat` answers that and whether something is in the way.
+        let notRegular = FerryError(
+            .fileSystem,
+            "'\(target)' is not a regular file: a finished download replaces only regular files."
+        )
+        if SequentialOutput.isSystemPath(lexicallyNormalized(target)) { throw notRegular }
         var info = stat()
         if lstat(target, &info) == 0 {
-            if (info.st_mode & S_IFMT) == S_IFDIR {
-                throw FerryError(.fileSystem, "'\(target)' is a directory.")
+            switch info.st_mode & S_IFMT {
+            case S_IFREG: break
+            case S_IFDIR: throw FerryError(.fileSystem, "'\(target)' is a directory.")
+            case S_IFLNK: if !SequentialOutput.isOrdinaryOrMissing(target) { throw notRegular }
+            default: throw notRegular
             }
             if !replace { throw exists(target) }
         }
@@ -187,7 +189,11 @@ package enum FileSystem {
         // The partial file is private (0600) while it grows; the delivered file gets the
         // mode any new file of the user's would get.
         fchmodat(source.directory, source.name, userFileMode, 0)
-        if try place(source.directory, source.name, at: target, replace: replace) { return }
+        // Missing directories are made when the move finds them missing (one `stat` fewer).
+        if try place(source.directory, source.name, at: target, replace: replace, createDirectories: createDirectories)
+        {
+            return
+        }
         let (parent, name) = splitPath(target)
         let staging = joinPath(
             parent,
@@ -195,7 +201,7 @@ package enum FileSystem {
         )
         do {
             try copyFile(from: source, to: staging)
-            guard try place(AT_FDCWD, staging, at: target, replace: replace) else {
+            guard try place(AT_FDCWD, staging, at: target, replace: replace, createDirectories: false) else {
                 throw error("Cannot move the download to '\(target)'", code: EXDEV)
             }
         } catch {
@@ -211,9 +217,15 @@ package enum FileSystem {
     }
 
     /// Puts `name` (in `directory`) at `destination` in one step; `false` when they are on
-    /// different file systems.
-    private static func place(_ directory: Int32, _ name: String, at destination: String, replace: Bool) throws -> Bool
-    {
+    /// different file systems. With `createDirectories`, the destination's missing
+    /// directories are made and the step tried again.
+    private static func place(
+        _ directory: Int32,
+        _ name: String,
+        at destination: String,
+        replace: Bool,
+        createDirectories: Bool
+    ) throws -> Bool {
         if replace {
             if renameat(directory, name, AT_FDCWD, destination) == 0 { return true }
         } else {
@@ -230,6 +242,10 @@ package enum FileSystem {
             }
         }
         if errno == EXDEV { return false }
+        if errno == ENOENT && createDirectories {
+            try createDirectory(atPath: splitPath(destination).directory, mode: 0o755)
+            return try place(directory, name, at: destination, replace: replace, createDirectories: false)
+        }
         throw error("Cannot move the download to '\(destination)'")
     }
 

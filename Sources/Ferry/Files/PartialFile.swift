@@ -64,10 +64,16 @@ package final class PartialFile {
         self.identity = identity
     }
 
-    /// A random UUID's 36 characters in lower case, as partial files are named.
+    /// A random (version 4) UUID's 36 characters in lower case, as partial files are named.
+    /// From `getrandom(2)` (`UUID()` opens and reads `/dev/urandom` each time).
     private static func randomIdentifier() -> String {
         let digits: StaticString = "0123456789abcdef"
-        let bytes = UUID().uuid
+        var generator = SystemRandomNumberGenerator()
+        var bytes = (generator.next() as UInt64, generator.next() as UInt64)
+        withUnsafeMutableBytes(of: &bytes) { raw in
+            raw[6] = raw[6] & 0x0F | 0x40
+            raw[8] = raw[8] & 0x3F | 0x80
+        }
         return String(unsafeUninitializedCapacity: 36) { out in
             var at = 0
             withUnsafeBytes(of: bytes) { raw in

@@ -70,14 +70,20 @@ final class SequentialOutput {
     /// ``isSequential(_:)`` for a file URL's absolute path (`URL.path`).
     static func isSequential(path given: String) -> Bool {
         let path = FileSystem.lexicallyNormalized(given)
-        if path.hasPrefix("/dev/shm/") { return !isOrdinaryOrMissing(path) }
+        return isSystemPath(path) || !isOrdinaryOrMissing(path)
+    }
+
+    /// Whether a normalized path lies under `/dev` (but `/dev/shm/`) or `/proc`: written in
+    /// order whatever is there.
+    static func isSystemPath(_ path: String) -> Bool {
+        if path.hasPrefix("/dev/shm/") { return false }
         for system in ["/dev", "/proc"] where path == system || path.hasPrefix(system + "/") { return true }
-        return !isOrdinaryOrMissing(path)
+        return false
     }
 
     /// Whether `path` does not exist, or is a regular file or a directory once links are
     /// followed.
-    private static func isOrdinaryOrMissing(_ path: String) -> Bool {
+    static func isOrdinaryOrMissing(_ path: String) -> Bool {
         var info = stat()
         guard stat(path, &info) == 0 else { return true }
         let type = info.st_mode & S_IFMT

@@ -33,10 +33,10 @@ extension Downloader {
         }
         var claim: DestinationLock?
         if case .destination(let destination) = delivery, let target = destination.fixedPath {
-            if destination.options.contains(.createIntermediateDirectories) {
-                try FileSystem.createDirectory(atPath: FileSystem.splitPath(target).directory, mode: 0o755)
-            }
-            claim = try DestinationLock(destinationPath: target)
+            claim = try DestinationLock(
+                destinationPath: target,
+                createDirectories: destination.options.contains(.createIntermediateDirectories)
+            )
         }
         let store = configuration.resumeStore
         let key = options.resumeKey
