@@ -50,15 +50,19 @@ extension Transfer {
     func headers(for request: URLRequest) throws -> HTTPHeaders {
         var headers = HTTPHeaders()
         let own = request.allHTTPHeaderFields ?? [:]
-        let ownNames = Set(own.keys.map { $0.lowercased() })
-        var fields: [(String, String)] = configuration.httpAdditionalHeaders
-            .filter { !ownNames.contains($0.key.lowercased()) }
-            .sorted { $0.key < $1.key }
-            .map { ($0.key, $0.value) }
+        var fields: [(String, String)] = []
+        let additional = configuration.httpAdditionalHeaders
+        if !additional.isEmpty {
+            let ownNames = Set(own.keys.map { $0.lowercased() })
+            fields = additional.filter { !ownNames.contains($0.key.lowercased()) }
+                .sorted { $0.key < $1.key }
+                .map { ($0.key, $0.value) }
+        }
         fields += own.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
         for (name, value) in fields {
-            let lower = name.lowercased()
-            if lower == "content-length" || lower == "transfer-encoding" { continue }
+            if HeaderFields.sameName(name, "Content-Length") || HeaderFields.sameName(name, "Transfer-Encoding") {
+                continue
+            }
             guard HeaderFields.isValid(name: name, value: value) else {
                 throw FerryError(.invalidRequest, "The header '\(name)' has a name or value with CR, LF or NUL.")
             }
@@ -73,10 +77,18 @@ extension HeaderFields {
     /// and a value without CR, LF or NUL (no header injection).
     static func isValid(name: String, value: String) -> Bool {
         guard !name.isEmpty else { return false }
-        let forbidden: Set<UInt8> = [0x0D, 0x0A, 0x00]
-        if name.utf8.contains(where: { forbidden.contains($0) || $0 == 0x20 || $0 == UInt8(ascii: ":") }) {
-            return false
+        for byte in name.utf8 {
+            switch byte {
+            case 0x0D, 0x0A, 0x00, 0x20, UInt8(ascii: ":"): return false
+            default: continue
+            }
         }
-        return !value.utf8.contains(where: { forbidden.contains($0) })
+        for byte in value.utf8 {
+            switch byte {
+            case 0x0D, 0x0A, 0x00: return false
+            default: continue
+            }
+        }
+        return true
     }
 }
