@@ -165,18 +165,20 @@ package enum FileSystem {
     {
         // A device, FIFO or socket is never renamed over (that replaced /dev/null once), nor
         // a link to one. One `lstat` answers that and whether something is in the way.
-        let notRegular = FerryError(
-            .fileSystem,
-            "'\(target)' is not a regular file: a finished download replaces only regular files."
-        )
-        if SequentialOutput.isSystemPath(lexicallyNormalized(target)) { throw notRegular }
+        func notRegular() -> FerryError {
+            FerryError(
+                .fileSystem,
+                "'\(target)' is not a regular file: a finished download replaces only regular files."
+            )
+        }
+        if SequentialOutput.isSystemPath(lexicallyNormalized(target)) { throw notRegular() }
         var info = stat()
         if lstat(target, &info) == 0 {
             switch info.st_mode & S_IFMT {
             case S_IFREG: break
             case S_IFDIR: throw FerryError(.fileSystem, "'\(target)' is a directory.")
-            case S_IFLNK: if !SequentialOutput.isOrdinaryOrMissing(target) { throw notRegular }
-            default: throw notRegular
+            case S_IFLNK: if !SequentialOutput.isOrdinaryOrMissing(target) { throw notRegular() }
+            default: throw notRegular()
             }
             if !replace { throw exists(target) }
         }

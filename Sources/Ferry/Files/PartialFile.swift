@@ -43,8 +43,8 @@ package final class PartialFile {
     /// body of a coded download.
     convenience init(beside other: PartialFile) throws {
         let held = fcntl(other.directory, F_DUPFD_CLOEXEC, 0)
-        guard held >= 0 else { throw FileSystem.error("Cannot create a partial file beside '\(other.url.path)'") }
-        try self.init(creatingIn: held, path: FileSystem.splitPath(other.url.path).directory)
+        guard held >= 0 else { throw FileSystem.error("Cannot create a partial file beside '\(other.path)'") }
+        try self.init(creatingIn: held, path: FileSystem.splitPath(other.path).directory)
     }
 
     /// Takes ownership of `held`, an open directory at `path`, and creates the file in it.
