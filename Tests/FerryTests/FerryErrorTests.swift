@@ -26,6 +26,47 @@ struct FerryErrorTests {
         #expect(FerryError.Reason.fileSystem.limit == nil)
     }
 
+    /// The rarely set fields live in a box shared by copies: changing one copy's field never
+    /// shows in another, and clearing the last one empties the box.
+    @Test func boxedFieldsKeepValueSemantics() throws {
+        let url = try #require(URL(string: "https://example.com/file"))
+        let resume = ResumeData(
+            originalURL: url,
+            currentURL: url,
+            headers: [:],
+            bytesOnDisk: 5,
+            totalLength: 10,
+            validator: .entityTag("\"a\""),
+            partialFile: URL(fileURLWithPath: "/tmp/x.partial")
+        )
+        let original = FerryError(
+            .unacceptableStatusCode(503),
+            "HTTP 503",
+            response: HTTPResponse(url: url, statusCode: 503),
+            responseBodyPrefix: Data("busy".utf8),
+            underlying: CancellationError()
+        )
+        var copy = original
+        copy.resumeData = resume
+        copy.response?.statusCode = 502
+        copy.responseBodyPrefix = nil
+        #expect(original.resumeData == nil)
+        #expect(original.response?.statusCode == 503)
+        #expect(original.responseBodyPrefix == Data("busy".utf8))
+        #expect(original.underlying is CancellationError)
+        #expect(copy.resumeData == resume)
+        #expect(copy.response?.statusCode == 502)
+        #expect(copy.responseBodyPrefix == nil)
+        #expect(copy.underlying is CancellationError)
+
+        var plain = FerryError(.cancelled, "stopped")
+        #expect(plain.response == nil && plain.resumeData == nil && plain.uploadResumeData == nil)
+        plain.resumeData = resume
+        plain.resumeData = nil
+        #expect(plain.resumeData == nil && plain.underlying == nil)
+        #expect(MemoryLayout<FerryError>.size <= 64, "the error is held in every typed-throws frame")
+    }
+
     /// A user's `switch` matches static values (with a `default`, so that later reasons do
     /// not break it).
     @Test func aSwitchMatchesStaticValues() {
