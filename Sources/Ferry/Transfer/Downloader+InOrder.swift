@@ -17,11 +17,8 @@ extension Downloader {
         transfer.decodesDownload.store(configuration.automaticDecompression, ordering: .relaxed)
         var retry = RetryBudget(policy: options.retryPolicy)
         var progress = DownloadProgress(resumed: false)
-        var request = task.originalRequest
-        // Without decoding, the bytes are written as sent: ask for them uncoded.
-        if !configuration.automaticDecompression, request.value(forHTTPHeaderField: "Accept-Encoding") == nil {
-            request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
-        }
+        // Without decoding, the bytes are written as sent: `exchange` asks for them uncoded.
+        let request = task.originalRequest
         while true {
             do {
                 try await transfer.send(request, body: nil) { body, head in

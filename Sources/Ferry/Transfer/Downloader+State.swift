@@ -22,13 +22,11 @@ extension Downloader {
     }
 
     /// The request for `plan`: `Range` and `If-Range` for a range, neither for a full
-    /// request; `Accept-Encoding: identity` unless the request asks for a coding itself (a
-    /// coded body is stored as it came, and never continued with a range).
+    /// request. (`Accept-Encoding: identity` is added as the request goes out, unless the
+    /// request asks for a coding itself: see ``Transfer/exchange(_:body:connection:)``. A
+    /// coded body is stored as it came, and never continued with a range.)
     static func request(_ request: URLRequest, for plan: ResumePlanner.RequestPlan) -> URLRequest {
         var attempt = request
-        if attempt.value(forHTTPHeaderField: "Accept-Encoding") == nil {
-            attempt.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
-        }
         switch plan {
         case .full:
             // (Each change to a `URLRequest` copies it: only what is there is taken out.)

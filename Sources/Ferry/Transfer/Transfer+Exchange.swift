@@ -20,16 +20,19 @@ extension Transfer {
         }
         var headers = try headers(for: request)
         // Data and upload tasks may have their bodies decoded; downloads to files never: they
-        // store the bytes as sent (`Transfer.request(_:for:)` asks for identity unless the
-        // request names a coding itself).
+        // store the bytes as sent, so they ask for them uncoded unless the request names a
+        // coding itself (added here, not to the `URLRequest`: changing one copies it).
         let decompressing: Bool
+        let isDownload: Bool
         if case .download = origin.plan {
+            isDownload = true
             decompressing = decodesDownload.load(ordering: .relaxed)
         } else {
+            isDownload = false
             decompressing = configuration.automaticDecompression
         }
-        if decompressing, !headers.contains(name: "Accept-Encoding") {
-            headers.add(name: "Accept-Encoding", value: "gzip, deflate")
+        if decompressing || isDownload, !headers.contains(name: "Accept-Encoding") {
+            headers.add(name: "Accept-Encoding", value: decompressing ? "gzip, deflate" : "identity")
         }
         let task = origin
         let outgoing = Engine.Outgoing(
