@@ -170,14 +170,17 @@ struct SchedulingTests {
         sleeper.retryPolicy = RetryPolicy(maximumRetries: 1, maximumRetryAfter: 3600)
         let events = sleeper.events
         sleeper.resume()
+        var retrying = false
         for await event in events {
             if case .willRetry(_, let delay, let error) = event {
                 // The server's answer, not a timeout, sent it to sleep for an hour.
                 #expect(error.reason == .unacceptableStatusCode(503))
                 #expect(delay == 3600)
+                retrying = true
                 break
             }
         }
+        #expect(retrying, "the download ended before its retry: \(String(describing: sleeper.error))")
         return sleeper
     }
 }

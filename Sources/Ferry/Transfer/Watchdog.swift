@@ -8,6 +8,13 @@ import Synchronization
 /// (``Transfer/checkTimeouts()``, which stops an expired transfer); with none left it ends,
 /// so an idle session costs nothing. A timeout fires at most one tick late.
 ///
+/// A tick that comes more than ``stallAllowance`` late means the process did not run: it was
+/// stopped (`SIGSTOP`, a debugger), the machine slept, or its threads were starved. Bytes
+/// may have arrived meanwhile that nobody could read, so that time is not idleness: each
+/// transfer's idle clock is moved on by the delay (``Transfer/excuseStall(_:)``) before
+/// anything is judged, on the next tick. The resource timeout, a limit on wall time, still
+/// counts it.
+///
 /// Thread-safe. The tick is an eighth of the shorter timeout, between 5 ms and 250 ms.
 final class Watchdog: Sendable {
     private struct State {
@@ -17,6 +24,8 @@ final class Watchdog: Sendable {
 
     private let state = Mutex(State())
     let tick: Duration
+    /// How late a tick may come before the delay is taken for a stall of the process.
+    static let stallAllowance = Duration.seconds(1)
 
     init(idle: Double, resource: Double) {
         let shorter = min(idle, resource) / 8
@@ -39,14 +48,28 @@ final class Watchdog: Sendable {
     }
 
     private func run() async {
+        let clock = ContinuousClock()
+        var due = clock.now + tick
         while true {
-            try? await Task.sleep(for: tick)
+            try? await Task.sleep(until: due, clock: clock)
+            let woke = clock.now
+            let stall = Self.stall(due: due, woke: woke)
+            due = woke + tick
             let transfers = state.withLock { state -> [Transfer] in
                 if state.transfers.isEmpty { state.ticking = false }
                 return Array(state.transfers.values)
             }
             if transfers.isEmpty { return }
-            for transfer in transfers { transfer.checkTimeouts() }
+            for transfer in transfers {
+                if let stall { transfer.excuseStall(stall) } else { transfer.checkTimeouts() }
+            }
         }
+    }
+
+    /// How long the process did not run, when a tick due at `due` comes at `woke`: the
+    /// delay, if it is more than ``stallAllowance``; otherwise `nil` (an ordinary tick).
+    static func stall(due: ContinuousClock.Instant, woke: ContinuousClock.Instant) -> Duration? {
+        let late = woke - due
+        return late > stallAllowance ? late : nil
     }
 }
