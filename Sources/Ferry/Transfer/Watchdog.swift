@@ -8,12 +8,13 @@ import Synchronization
 /// (``Transfer/checkTimeouts()``, which stops an expired transfer); with none left it ends,
 /// so an idle session costs nothing. A timeout fires at most one tick late.
 ///
-/// A tick that comes more than ``stallAllowance`` late means the process did not run: it was
-/// stopped (`SIGSTOP`, a debugger), the machine slept, or its threads were starved. Bytes
-/// may have arrived meanwhile that nobody could read, so that time is not idleness: each
-/// transfer's idle clock is moved on by the delay (``Transfer/excuseStall(_:)``) before
-/// anything is judged, on the next tick. The resource timeout, a limit on wall time, still
-/// counts it.
+/// A tick that comes more than ``stallAllowance`` late means the process did not run on
+/// time: it was stopped (`SIGSTOP`, a debugger), the machine slept, or its threads were
+/// busy or starved (a loaded machine). Bytes may have arrived meanwhile that nobody could
+/// read yet, so that time is not idleness: each transfer's idle clock is moved on by the
+/// delay (``Transfer/excuseStall(_:)``) before it is judged. On a machine so loaded that
+/// ticks come late, idle time is counted slower, never not at all unless nothing runs. The
+/// resource timeout, a limit on wall time, counts every second.
 ///
 /// Thread-safe. The tick is an eighth of the shorter timeout, between 5 ms and 250 ms.
 final class Watchdog: Sendable {
@@ -24,8 +25,9 @@ final class Watchdog: Sendable {
 
     private let state = Mutex(State())
     let tick: Duration
-    /// How late a tick may come before the delay is taken for a stall of the process.
-    static let stallAllowance = Duration.seconds(1)
+    /// How late a tick may come before the delay is taken for a stall of the process: more
+    /// than a timer's ordinary lateness.
+    static let stallAllowance = Duration.milliseconds(100)
 
     init(idle: Double, resource: Double) {
         let shorter = min(idle, resource) / 8
@@ -61,7 +63,8 @@ final class Watchdog: Sendable {
             }
             if transfers.isEmpty { return }
             for transfer in transfers {
-                if let stall { transfer.excuseStall(stall) } else { transfer.checkTimeouts() }
+                if let stall { transfer.excuseStall(stall) }
+                transfer.checkTimeouts()
             }
         }
     }
