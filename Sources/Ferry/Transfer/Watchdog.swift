@@ -6,7 +6,8 @@ import Synchronization
 /// A transfer registers itself when it starts and leaves when it ends. While any is
 /// registered, the ticker wakes every ``tick`` and asks each one to check its deadlines
 /// (``Transfer/checkTimeouts()``, which stops an expired transfer); with none left it ends,
-/// so an idle session costs nothing. A timeout fires at most one tick late.
+/// so an idle session costs nothing. On a machine that runs the ticker on time, a timeout
+/// fires at most one tick late.
 ///
 /// A tick that comes more than ``stallAllowance`` late means the process did not run on
 /// time: it was stopped (`SIGSTOP`, a debugger), the machine slept, or its threads were
