@@ -36,8 +36,7 @@ public struct SessionConfiguration: Sendable {
 
     /// Seconds a task may go without moving a byte (connecting, sending, or receiving) before
     /// it fails with ``FerryError/Reason/timedOut(_:)`` `.idle`. A suspended task does not
-    /// count down, nor does any task while the process itself does not run (stopped, the
-    /// machine asleep, its threads starved for more than a second). Default 60.
+    /// count down. Default 60.
     public var timeoutIntervalForRequest: TimeInterval = 60
 
     /// Seconds a task may run in all, from its first `resume()` to its completion, before it

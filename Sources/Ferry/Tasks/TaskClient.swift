@@ -68,14 +68,6 @@ struct TaskClient: Sendable {
     /// Records that bytes moved now (for the idle timeout).
     func touch() { task.storage.withLock { $0.lastActivity = .now } }
 
-    /// The process did not run for `stall` (see ``Watchdog``): that time does not count as
-    /// idle, so the last activity moves on by it (never past now).
-    func excuseStall(_ stall: Duration) {
-        task.storage.withLock { storage in
-            storage.lastActivity = min(storage.lastActivity + stall, .now)
-        }
-    }
-
     /// Marks the task as waiting (for a connection slot, or before a retry) or done waiting;
     /// waiting is not idleness.
     func setQueued(_ queued: Bool) {

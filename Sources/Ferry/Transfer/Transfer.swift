@@ -145,12 +145,6 @@ final class Transfer: Sendable {
         if first { origin.client.interruptTransfer() }
     }
 
-    /// Called by the session's ``Watchdog`` after the process did not run for `stall`: the
-    /// time is not counted against the idle timeout.
-    func excuseStall(_ stall: Duration) {
-        active.withLock { $0 }.client.excuseStall(stall)
-    }
-
     private func perform() async throws -> TaskOutcome {
         switch origin.plan {
         case .download(let delivery, let resume):
