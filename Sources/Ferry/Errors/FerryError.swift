@@ -76,13 +76,8 @@ public struct FerryError: Error, Sendable, Equatable, CustomStringConvertible {
     ) {
         self.reason = reason
         self.message = message
-        if response != nil || responseBodyPrefix != nil || underlying != nil {
-            var fields = Details.Fields()
-            fields.response = response
-            fields.responseBodyPrefix = responseBodyPrefix
-            fields.underlying = underlying
-            details = Details(fields)
-        }
+        let fields = Details.Fields(response: response, responseBodyPrefix: responseBodyPrefix, underlying: underlying)
+        details = fields.isEmpty ? nil : Details(fields)
     }
 
     /// Changes one of the boxed fields: the box is never shared in a changed state, since a
