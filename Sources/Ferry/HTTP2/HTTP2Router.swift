@@ -59,12 +59,41 @@ final class HTTP2Router: ChannelInboundHandler {
         var received = 0
         /// The frame with `END_STREAM` began: the stream is closed, no window is granted.
         var lastFrame = false
+
+        /// What the start of a `DATA` frame means for the stream.
+        enum FrameStart { case accepted, beforeAnswer, overWindow }
+
+        /// A `DATA` frame of `length` flow-controlled bytes begins (the stream is left as it
+        /// was when it is not ``FrameStart/accepted``).
+        mutating func begin(_ length: Int, endStream: Bool) -> FrameStart {
+            guard answered else { return .beforeAnswer }
+            guard window.received(length) else { return .overWindow }
+            lastFrame = endStream
+            return .accepted
+        }
+
+        /// `count` bytes of payload arrived; `false` when the body is now longer than its
+        /// `content-length`.
+        mutating func receive(_ count: Int) -> Bool {
+            received += count
+            return announced.map { received <= $0 } ?? true
+        }
+
+        /// `bytes` were taken by the reader; the `WINDOW_UPDATE` increment due, if any. The
+        /// last frame's window is never granted: the stream is closed (a `WINDOW_UPDATE` on
+        /// it would be a stream error).
+        mutating func take(_ bytes: Int) -> Int? {
+            lastFrame ? nil : window.taken(bytes)
+        }
     }
 
     private let pool: HTTP2Pool
     private let number: Int
     private let idleTimeout: TimeAmount
     private var context: ChannelHandlerContext?
+    /// Changed in place (`streams[id]?.begin(…)`), never copied out and back for a frame: a
+    /// copy retains the stream's sink, whose reader works on another thread, and that
+    /// reference count's cache line is then fought over for each of nginx's 8 KiB frames.
     private var streams: [HTTP2StreamID: Stream] = [:]
     private var nextStreamID: Int32 = 1
     /// Where the streams' payload is gathered (made with the connection's allocator).
@@ -176,11 +205,7 @@ final class HTTP2Router: ChannelInboundHandler {
 
     /// `bytes` of stream `id` were taken by its reader (or never reached it).
     private func grant(_ id: HTTP2StreamID, _ bytes: Int) {
-        // The last frame's window is never granted: the stream is closed (a WINDOW_UPDATE
-        // on it would be a stream error).
-        guard var stream = streams[id], !stream.lastFrame else { return }
-        if let increment = stream.window.taken(bytes) { writeWindowUpdate(id, increment) }
-        streams[id] = stream
+        if let increment = streams[id]?.take(bytes) { writeWindowUpdate(id, increment) }
     }
 
     /// A `WINDOW_UPDATE` (§6.9), written below `NIOHTTP2Handler`: the handler never counted
@@ -304,18 +329,17 @@ final class HTTP2Router: ChannelInboundHandler {
         // stops the others; the stream's own window holds the server back.
         if let increment = connectionWindow.taken(length) { writeWindowUpdate(.rootStream, increment) }
         // A stream that ended meanwhile (cancelled, reset): its frames are counted and dropped.
-        guard var stream = streams[id] else { return true }
-        guard stream.answered else {
+        switch streams[id]?.begin(length, endStream: endStream) {
+        case nil, .accepted:
+            break
+        case .beforeAnswer:
             // DATA before the response's HEADERS (§8.1).
             reset(id, .protocolError, HTTP2Connection.MalformedResponse())
             return true
-        }
-        guard stream.window.received(length) else {
+        case .overWindow:
             reset(id, .flowControlError, NIOHTTP2Errors.flowControlViolation())
             return true
         }
-        stream.lastFrame = endStream
-        streams[id] = stream
         // The padding never reaches the reader: its window is granted at once.
         if padding > 0 { grant(id, padding) }
         return true
@@ -324,13 +348,11 @@ final class HTTP2Router: ChannelInboundHandler {
     /// Payload of the `DATA` frame of stream `id` that began last, gathered for the stream's
     /// reader (``HTTP2Gatherer``), whose taking it grants the window again.
     func payload(_ id: HTTP2StreamID, _ buffer: ByteBuffer) {
-        guard var stream = streams[id] else { return }
-        stream.received += buffer.readableBytes
-        if let announced = stream.announced, stream.received > announced {
+        guard let withinLength = streams[id]?.receive(buffer.readableBytes) else { return }
+        guard withinLength else {
             reset(id, .protocolError, NIOHTTP2Errors.contentLengthViolated())
             return
         }
-        streams[id] = stream
         gatherer?.add(buffer, of: id) { deliver($1, to: $0) }
     }
 
@@ -357,7 +379,7 @@ final class HTTP2Router: ChannelInboundHandler {
     ///   `END_STREAM`, which ends the stream here too): when the stream is still open here.
     ///   One that ended already was reset, and the handler closed it then.
     func endsStream(_ id: HTTP2StreamID) -> Bool {
-        streams[id] != nil
+        streams.index(forKey: id) != nil
     }
 
     /// The server broke the connection's rules: `GOAWAY` with `code`, every stream fails
