@@ -130,20 +130,25 @@ package enum FileSystem {
     /// and, when known, the identity the name must still have.
     struct MoveSource {
         var directory: Int32
+        /// Keeps `directory` open while the move runs.
+        private var held: HeldDirectory?
         var name: String
         /// For messages.
         var path: String
         var identity: Identity?
 
-        init(directory: Int32, name: String, path: String, identity: Identity?) {
-            self.directory = directory
+        init(directory: HeldDirectory, name: String, path: String, identity: Identity?) {
+            self.directory = directory.descriptor
+            held = directory
             self.name = name
             self.path = path
             self.identity = identity
         }
 
         init(_ url: URL) {
-            self.init(directory: AT_FDCWD, name: url.path, path: url.path, identity: nil)
+            directory = AT_FDCWD
+            name = url.path
+            path = url.path
         }
     }
 

@@ -25,7 +25,7 @@ package final class PartialFile {
     private let name: String
     private var descriptor: Int32
     /// The directory the file lives in, opened when it was verified.
-    private let directory: Int32
+    private let directory: HeldDirectory
     /// The file's device and inode, to recognise it by name again.
     private let identity: FileSystem.Identity
     /// Bytes from the start of the file that this download has written or kept.
@@ -33,35 +33,69 @@ package final class PartialFile {
 
     /// Creates a new, empty partial file in `directory` (created 0700 if missing; see
     /// ``FileSystem/openPartialsDirectory(_:isDefault:)``).
-    convenience init(in directory: URL) throws {
+    ///
+    /// - Parameters:
+    ///   - directory: where the file is made.
+    ///   - slot: where `directory` is kept open between files: by default
+    ///     ``HeldDirectorySlot/defaultPartials`` for the default partials directory, none
+    ///     for another (it is opened for this file alone).
+    convenience init(in directory: URL, slot: HeldDirectorySlot? = nil) throws {
         let path = directory.path
-        let held = try FileSystem.openPartialsDirectory(path, isDefault: FileSystem.isDefaultPartialsDirectory(path))
-        try self.init(creatingIn: held, path: path)
+        let name = Self.newName()
+        guard let slot = slot ?? (FileSystem.isDefaultPartialsDirectory(path) ? .defaultPartials : nil) else {
+            let held = HeldDirectory(descriptor: try FileSystem.openPartialsDirectory(path, isDefault: false))
+            try self.init(created: Self.create(name, in: held), named: name, in: held, path: path)
+            return
+        }
+        var held = try slot.partials(path)
+        var descriptor = Self.create(name, in: held)
+        if descriptor < 0 && errno == ENOENT {
+            // The held directory was removed (a temporary-files cleaner, while it stood
+            // empty): open it again, made anew.
+            held = try slot.partials(path, replacing: held)
+            descriptor = Self.create(name, in: held)
+        }
+        try self.init(created: descriptor, named: name, in: held, path: path)
     }
 
     /// Creates a new, empty partial file in the directory `other` lives in: the decoded
     /// body of a coded download.
     convenience init(beside other: PartialFile) throws {
-        let held = fcntl(other.directory, F_DUPFD_CLOEXEC, 0)
-        guard held >= 0 else { throw FileSystem.error("Cannot create a partial file beside '\(other.path)'") }
-        try self.init(creatingIn: held, path: FileSystem.splitPath(other.path).directory)
+        let name = Self.newName()
+        let path = FileSystem.splitPath(other.path).directory
+        try self.init(created: Self.create(name, in: other.directory), named: name, in: other.directory, path: path)
     }
 
-    /// Takes ownership of `held`, an open directory at `path`, and creates the file in it.
-    private init(creatingIn held: Int32, path directoryPath: String) throws {
-        let name = ".ferry-\(Self.randomIdentifier()).partial"
+    /// A file just created (`descriptor`, or -1 with `errno` set) as `name` in `directory`,
+    /// at `directoryPath`.
+    private init(
+        created descriptor: Int32,
+        named name: String,
+        in directory: HeldDirectory,
+        path directoryPath: String
+    ) throws {
         self.name = name
         path = FileSystem.joinPath(directoryPath, name)
         url = URL(fileURLWithPath: path, isDirectory: false)
-        directory = held
-        descriptor = openat(held, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        self.directory = directory
+        self.descriptor = descriptor
         guard descriptor >= 0, let identity = FileSystem.Identity(descriptor: descriptor) else {
             let failure = FileSystem.error("Cannot create a partial file in '\(directoryPath)'")
             if descriptor >= 0 { close(descriptor) }
-            close(held)
             throw failure
         }
         self.identity = identity
+    }
+
+    /// A new partial file's name: `.ferry-<uuid>.partial`.
+    private static func newName() -> String {
+        ".ferry-\(randomIdentifier()).partial"
+    }
+
+    /// Creates `name` in `directory`, 0600, never an existing file or a link: its descriptor,
+    /// or -1 with `errno` set.
+    private static func create(_ name: String, in directory: HeldDirectory) -> Int32 {
+        openat(directory.descriptor, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0o600)
     }
 
     /// A random (version 4) UUID's 36 characters in lower case, as partial files are named.
@@ -118,16 +152,16 @@ package final class PartialFile {
         path = url.path
         name = url.lastPathComponent
         guard Self.isPartialFileName(url) else { return nil }
-        directory = open(url.deletingLastPathComponent().path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard directory >= 0 else { return nil }
-        descriptor = openat(directory, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
+        let opened = open(url.deletingLastPathComponent().path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard opened >= 0 else { return nil }
+        directory = HeldDirectory(descriptor: opened)
+        descriptor = openat(opened, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
         var info = stat()
         guard descriptor >= 0, fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG,
             info.st_uid == geteuid(), Int64(info.st_size) >= keep, ftruncate(descriptor, off_t(keep)) == 0,
             let identity = FileSystem.Identity(descriptor: descriptor)
         else {
             if descriptor >= 0 { close(descriptor) }
-            close(directory)
             return nil
         }
         self.identity = identity
@@ -137,7 +171,6 @@ package final class PartialFile {
 
     deinit {
         if descriptor >= 0 { close(descriptor) }
-        close(directory)
     }
 
     /// Writes `bytes` at `offset`, retrying short writes and interrupted calls.
@@ -208,7 +241,9 @@ package final class PartialFile {
     /// only while that name still holds this file.
     func discard() {
         closeWithoutFlushing()
-        if FileSystem.Identity(at: name, in: directory) == identity { unlinkat(directory, name, 0) }
+        if FileSystem.Identity(at: name, in: directory.descriptor) == identity {
+            unlinkat(directory.descriptor, name, 0)
+        }
         removeMetadata()
     }
 
@@ -230,7 +265,7 @@ package final class PartialFile {
     /// any.
     func removeMetadata() {
         guard mayHaveMetadata else { return }
-        unlinkat(directory, name + ".resume", 0)
+        unlinkat(directory.descriptor, name + ".resume", 0)
     }
 
     /// This file as the source of a move: its held directory and name, and its identity,
