@@ -11,58 +11,57 @@ import Glibc
 /// again once a cleaner removed it. Real directories, in the test's own temporary directory.
 @Suite("HeldDirectorySlot")
 struct HeldDirectoryTests {
-    private func scratch() throws -> URL {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("held-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        return directory
+    /// Runs `body` with a new slot and a scratch directory of its own, removed afterwards.
+    private func withSlot(_ body: (HeldDirectorySlot, URL) throws -> Void) throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("held-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        try body(HeldDirectorySlot(), root)
     }
 
     @Test func filesOfOnePathShareOneOpenDirectory() throws {
-        let root = try scratch()
-        defer { try? FileManager.default.removeItem(at: root) }
-        let slot = HeldDirectorySlot()
-        let path = root.appendingPathComponent("partials").path
-        let first = try slot.partials(path)
-        #expect(try slot.partials(path) === first)
-        #expect(FileManager.default.fileExists(atPath: path), "the directory is made when missing")
-        // Another path (TMPDIR changed) is another directory, held in its place.
-        let other = try slot.partials(path + "-other")
-        #expect(other !== first)
-        #expect(try slot.partials(path + "-other") === other)
+        try withSlot { slot, root in
+            let path = root.appendingPathComponent("partials").path
+            let first = try slot.partials(path)
+            #expect(try slot.partials(path) === first)
+            #expect(FileManager.default.fileExists(atPath: path), "the directory is made when missing")
+            // Another path (TMPDIR changed) is another directory, held in its place.
+            let other = try slot.partials(path + "-other")
+            #expect(other !== first)
+            #expect(try slot.partials(path + "-other") === other)
+        }
     }
 
     /// Two downloads may both find the directory gone: the second to ask gets the directory
     /// the first opened again, not a third.
     @Test func aStaleDirectoryIsReplacedOnce() throws {
-        let root = try scratch()
-        defer { try? FileManager.default.removeItem(at: root) }
-        let slot = HeldDirectorySlot()
-        let path = root.appendingPathComponent("partials").path
-        let stale = try slot.partials(path)
-        let replaced = try slot.partials(path, replacing: stale)
-        #expect(replaced !== stale)
-        #expect(try slot.partials(path, replacing: stale) === replaced)
+        try withSlot { slot, root in
+            let path = root.appendingPathComponent("partials").path
+            let stale = try slot.partials(path)
+            let replaced = try slot.partials(path, replacing: stale)
+            #expect(replaced !== stale)
+            #expect(try slot.partials(path, replacing: stale) === replaced)
+        }
     }
 
     /// A temporary-files cleaner removes the empty partials directory while the process
     /// holds it open: the next download's file is made in the directory made again, and
     /// moves to its destination.
     @Test func aRemovedDirectoryIsMadeAgainForTheNextFile() throws {
-        let root = try scratch()
-        defer { try? FileManager.default.removeItem(at: root) }
-        let slot = HeldDirectorySlot()
-        let partials = root.appendingPathComponent("partials")
-        let first = try PartialFile(in: partials, slot: slot)
-        first.discard()
-        #expect(rmdir(partials.path) == 0)
+        try withSlot { slot, root in
+            let partials = root.appendingPathComponent("partials")
+            let first = try PartialFile(in: partials, slot: slot)
+            first.discard()
+            #expect(rmdir(partials.path) == 0)
 
-        let second = try PartialFile(in: partials, slot: slot)
-        #expect(FileManager.default.fileExists(atPath: second.path))
-        let body = Data("moved whole".utf8)
-        try body.withUnsafeBytes { try second.write($0, at: 0) }
-        try second.finish()
-        let destination = root.appendingPathComponent("out.txt")
-        try FileSystem.moveFile(from: second.moveSource, to: destination, createDirectories: false, replace: false)
-        #expect(try Data(contentsOf: destination) == body)
+            let second = try PartialFile(in: partials, slot: slot)
+            #expect(FileManager.default.fileExists(atPath: second.path))
+            let body = Data("moved whole".utf8)
+            try body.withUnsafeBytes { try second.write($0, at: 0) }
+            try second.finish()
+            let destination = root.appendingPathComponent("out.txt")
+            try FileSystem.moveFile(from: second.moveSource, to: destination, createDirectories: false, replace: false)
+            #expect(try Data(contentsOf: destination) == body)
+        }
     }
 }
