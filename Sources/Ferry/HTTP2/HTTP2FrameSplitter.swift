@@ -60,16 +60,18 @@ struct HTTP2FrameSplitter {
         var type: UInt8
         var flags: UInt8
         var stream: HTTP2StreamID
-        /// The header as it was received.
-        var bytes: ByteBuffer
 
+        /// Reads the header at `index` of `buffer` in place (no slice of it is made: a slice
+        /// retains the buffer, and this runs for every frame).
         init(_ buffer: ByteBuffer, at index: Int) {
-            bytes = buffer.getSlice(at: index, length: HTTP2FrameSplitter.headerLength)!
             length =
-                Int(bytes.getInteger(at: 0, as: UInt8.self)!) << 16 | Int(bytes.getInteger(at: 1, as: UInt16.self)!)
-            type = bytes.getInteger(at: 3, as: UInt8.self)!
-            flags = bytes.getInteger(at: 4, as: UInt8.self)!
-            stream = HTTP2StreamID(Int32(bitPattern: bytes.getInteger(at: 5, as: UInt32.self)! & 0x7fff_ffff))
+                Int(buffer.getInteger(at: index, as: UInt8.self)!) << 16
+                | Int(buffer.getInteger(at: index + 1, as: UInt16.self)!)
+            type = buffer.getInteger(at: index + 3, as: UInt8.self)!
+            flags = buffer.getInteger(at: index + 4, as: UInt8.self)!
+            stream = HTTP2StreamID(
+                Int32(bitPattern: buffer.getInteger(at: index + 5, as: UInt32.self)! & 0x7fff_ffff)
+            )
         }
     }
 
@@ -145,10 +147,13 @@ struct HTTP2FrameSplitter {
     ) -> Piece? {
         // The header is read in place when it is whole in `bytes` (it is then still there to
         // forward with its payload); put together from `partial` otherwise.
-        let inPlace = partial.isEmpty && bytes.readableBytes >= Self.headerLength
         let header: FrameHeader
-        if inPlace {
+        if partial.isEmpty && bytes.readableBytes >= Self.headerLength {
             header = FrameHeader(bytes, at: bytes.readerIndex)
+            guard takesApart(header, ours: ours) else {
+                return forward(&bytes, count: Self.headerLength + header.length)
+            }
+            bytes.moveReaderIndex(forwardBy: Self.headerLength)
         } else {
             let wanted = Self.headerLength - partial.count
             let more = bytes.readBytes(length: min(wanted, bytes.readableBytes)) ?? []
@@ -156,17 +161,13 @@ struct HTTP2FrameSplitter {
                 state = .header(partial: partial + more)
                 return nil
             }
-            header = FrameHeader(ByteBuffer(bytes: partial + more), at: 0)
+            let assembled = ByteBuffer(bytes: partial + more)
+            header = FrameHeader(assembled, at: 0)
+            guard takesApart(header, ours: ours) else {
+                state = header.length > 0 ? .forwarding(count: header.length) : .header(partial: [])
+                return .forward(assembled)
+            }
         }
-        if header.type == Self.headersType { emptyDataFrames = 0 }
-        guard header.type == Self.dataType, header.stream != .rootStream, header.length <= Self.maximumFrameSize,
-            ours(header.stream)
-        else {
-            if inPlace { return forward(&bytes, count: Self.headerLength + header.length) }
-            state = header.length > 0 ? .forwarding(count: header.length) : .header(partial: [])
-            return .forward(header.bytes)
-        }
-        if inPlace { bytes.moveReaderIndex(forwardBy: Self.headerLength) }
         let frame = DataFrame(
             stream: header.stream,
             length: header.length,
@@ -178,6 +179,14 @@ struct HTTP2FrameSplitter {
             return next(&bytes, ours: ours)
         }
         return begin(frame, padding: 0)
+    }
+
+    /// Whether the frame `header` begins is taken apart: `DATA` of a stream `ours` accepts,
+    /// within ``maximumFrameSize``. A `HEADERS` frame ends a run of empty `DATA` frames.
+    private mutating func takesApart(_ header: FrameHeader, ours: (HTTP2StreamID) -> Bool) -> Bool {
+        if header.type == Self.headersType { emptyDataFrames = 0 }
+        return header.type == Self.dataType && header.stream != .rootStream
+            && header.length <= Self.maximumFrameSize && ours(header.stream)
     }
 
     /// Reports a `DATA` frame whose payload follows.

@@ -35,15 +35,17 @@ struct HTTP2Gatherer {
         of stream: HTTP2StreamID,
         deliver: (HTTP2StreamID, ByteBuffer) -> Void
     ) {
-        var payload = payload
-        while payload.readableBytes > 0 {
-            if let current, current.stream != stream || current.buffer.writableBytes == 0 { flush(nil, deliver) }
-            var buffer = current?.buffer ?? spare()
-            current = nil
-            // A slice of what TLS decrypted, copied: nothing of it is kept.
-            let count = min(payload.readableBytes, buffer.writableBytes)
-            buffer.writeImmutableBuffer(payload.readSlice(length: count)!)
-            current = (stream, buffer)
+        // What TLS decrypted, copied: nothing of it is kept. Written in place, from its bytes,
+        // so that no buffer is copied out and back (a retain and a release each) for a frame.
+        payload.withUnsafeReadableBytes { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                if let current, current.stream != stream || current.buffer.writableBytes == 0 { flush(nil, deliver) }
+                if current == nil { current = (stream, spare()) }
+                let count = min(bytes.count - offset, current!.buffer.writableBytes)
+                current!.buffer.writeBytes(UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count]))
+                offset += count
+            }
         }
     }
 
