@@ -92,8 +92,7 @@ final class HTTP2Router: ChannelInboundHandler {
     private let idleTimeout: TimeAmount
     private var context: ChannelHandlerContext?
     /// Changed in place (`streams[id]?.begin(…)`), never copied out and back for a frame: a
-    /// copy retains the stream's sink, whose reader works on another thread, and that
-    /// reference count's cache line is then fought over for each of nginx's 8 KiB frames.
+    /// copy retains and releases the stream's sink, for each of nginx's 8 KiB frames.
     private var streams: [HTTP2StreamID: Stream] = [:]
     private var nextStreamID: Int32 = 1
     /// Where the streams' payload is gathered (made with the connection's allocator).
