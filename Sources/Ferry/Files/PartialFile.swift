@@ -42,14 +42,12 @@ package final class PartialFile {
     convenience init(in directory: URL, slot: HeldDirectorySlot? = nil) throws {
         let path = directory.path
         let name = Self.newName()
-        guard let slot = slot ?? (FileSystem.isDefaultPartialsDirectory(path) ? .defaultPartials : nil) else {
-            let held = HeldDirectory(descriptor: try FileSystem.openPartialsDirectory(path, isDefault: false))
-            try self.init(created: Self.create(name, in: held), named: name, in: held, path: path)
-            return
-        }
-        var held = try slot.partials(path)
+        let slot = slot ?? (FileSystem.isDefaultPartialsDirectory(path) ? .defaultPartials : nil)
+        var held =
+            try slot?.partials(path)
+            ?? HeldDirectory(descriptor: try FileSystem.openPartialsDirectory(path, isDefault: false))
         var descriptor = Self.create(name, in: held)
-        if descriptor < 0 && errno == ENOENT {
+        if descriptor < 0 && errno == ENOENT, let slot {
             // The held directory was removed (a temporary-files cleaner, while it stood
             // empty): open it again, made anew.
             held = try slot.partials(path, replacing: held)
