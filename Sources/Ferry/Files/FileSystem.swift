@@ -129,16 +129,18 @@ package enum FileSystem {
     /// A file to move: a name relative to a directory descriptor (`AT_FDCWD` for a path),
     /// and, when known, the identity the name must still have.
     struct MoveSource {
-        var directory: Int32
-        /// Keeps `directory` open while the move runs.
-        private var held: HeldDirectory?
+        /// The directory `name` is relative to, kept open while the move runs; `nil` for a
+        /// path (``directory`` is then `AT_FDCWD`).
+        private let held: HeldDirectory?
         var name: String
         /// For messages.
         var path: String
         var identity: Identity?
 
+        /// The descriptor `name` is relative to.
+        var directory: Int32 { held?.descriptor ?? AT_FDCWD }
+
         init(directory: HeldDirectory, name: String, path: String, identity: Identity?) {
-            self.directory = directory.descriptor
             held = directory
             self.name = name
             self.path = path
@@ -146,7 +148,7 @@ package enum FileSystem {
         }
 
         init(_ url: URL) {
-            directory = AT_FDCWD
+            held = nil
             name = url.path
             path = url.path
         }
