@@ -11,7 +11,9 @@
 #   /overflow      4 MiB at once, ignoring the client's flow-control window
 # Anything else: 404. The server keeps h2's flow control (it waits for WINDOW_UPDATE) on
 # every path but /overflow, whose frames are written past it. Each RST_STREAM the client
-# sends is printed: "reset STREAM CODE".
+# sends is printed: "reset STREAM CODE"; and what the client lets a stream's response send,
+# "granted STREAM BYTES": its initial window when the request comes, then each
+# WINDOW_UPDATE's increment.
 import socket
 import ssl
 import sys
@@ -118,12 +120,16 @@ def serve(sock):
         for event in events:
             if isinstance(event, h2.events.RequestReceived):
                 fields = dict(event.headers)
+                initial = conn.remote_settings.initial_window_size
+                print(f"granted {event.stream_id} {initial}", flush=True)
                 head, items = plan(fields[":path"], 3 << 20)
                 if fields[":method"] == "HEAD" or items is None:
                     conn.send_headers(event.stream_id, head, end_stream=True)
                 else:
                     conn.send_headers(event.stream_id, head)
                     streams[event.stream_id] = Stream(event.stream_id, items)
+            elif isinstance(event, h2.events.WindowUpdated) and event.stream_id:
+                print(f"granted {event.stream_id} {event.delta}", flush=True)
             elif isinstance(event, h2.events.StreamReset):
                 print(f"reset {event.stream_id} {int(event.error_code)}", flush=True)
                 streams.pop(event.stream_id, None)
