@@ -73,6 +73,30 @@ struct RequestAndResponseTests {
         #expect(request.value(forHTTPHeaderField: "Content-Type") == "application/json")
     }
 
+    /// The request target as sent (RFC 9112 §3.2.1): the path and query still
+    /// percent-encoded, `/` for none, no fragment; a URL relative to a base sends the path
+    /// it resolves to.
+    @Test(arguments: [
+        ("https://h.test", "/"),
+        ("https://h.test/", "/"),
+        ("https://h.test?q", "/?q"),
+        ("https://h.test/p?", "/p?"),
+        ("https://h.test/a%20b/c?x=1&y=%2F#frag", "/a%20b/c?x=1&y=%2F"),
+        ("https://h.test//double//slash", "//double//slash"),
+        ("https://user:secret@h.test/x", "/x"),
+        ("http://[::1]:8080/%7Euser/", "/%7Euser/"),
+    ])
+    func requestTargetIsTheOriginForm(url: String, target: String) throws {
+        #expect(try #require(URL(string: url)).requestTarget == target)
+    }
+
+    @Test func aRelativeURLsTargetIsTheResolvedPath() throws {
+        let base = try #require(URL(string: "https://h.test/v1/"))
+        let url = try #require(URL(string: "users?page=2", relativeTo: base))
+        #expect(url.requestTarget == "/v1/users?page=2")
+        #expect(url.requestPath == "/v1/users")
+    }
+
     @Test func basicAuthorization() {
         var request = URLRequest(url: url)
         request.setBasicAuthorization(username: "user", password: "pä:ss")

@@ -2,16 +2,20 @@ import Foundation
 
 extension URL {
     /// The path as sent on the request line (RFC 9112 §3.2.1's origin-form), still
-    /// percent-encoded; `/` when the URL has none.
+    /// percent-encoded; `/` when the URL has none. A URL relative to a base gives the path
+    /// it resolves to.
+    ///
+    /// Read from the parsed URL, not from a `URLComponents` made for it: that parses the URL
+    /// again, for each request (and would give a relative URL's own relative path).
     var requestPath: String {
-        let path = URLComponents(url: self, resolvingAgainstBaseURL: false)?.percentEncodedPath ?? ""
+        let path = self.path(percentEncoded: true)
         return path.isEmpty ? "/" : path
     }
 
     /// The whole origin-form request target: ``requestPath`` and the query.
     var requestTarget: String {
-        let query = URLComponents(url: self, resolvingAgainstBaseURL: false)?.percentEncodedQuery
-        return requestPath + (query.map { "?" + $0 } ?? "")
+        guard let query = query(percentEncoded: true) else { return requestPath }
+        return requestPath + "?" + query
     }
 }
 
