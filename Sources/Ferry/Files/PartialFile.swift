@@ -206,7 +206,12 @@ package final class PartialFile {
     }
 
     /// Cuts the file to `size` bytes (0 to start over).
+    ///
+    /// Cutting a file this download knows to be empty (just created, or already cut to 0,
+    /// with nothing written since) to 0 costs no system call: every byte that reaches the
+    /// file passes ``write(_:at:)`` or comes after a ``truncate(to:)`` to a greater size.
     func truncate(to size: Int64) throws {
+        if size == 0, length == 0 { return }
         guard ftruncate(descriptor, off_t(size)) == 0 else { throw FileSystem.error("Cannot truncate '\(path)'") }
         length = size
     }
