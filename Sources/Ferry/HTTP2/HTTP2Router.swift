@@ -103,6 +103,8 @@ final class HTTP2Router: ChannelInboundHandler {
     private var goingAway = false
     private var closed = false
     private var needsFlush = false
+    /// A ``flushSoon()`` is queued on the event loop.
+    private var flushQueued = false
     private var idleTimer: Scheduled<Void>?
     /// What the pool waits for while it opens the connection: the router, and the streams
     /// the server allows at once.
@@ -169,7 +171,22 @@ final class HTTP2Router: ChannelInboundHandler {
             }
         }
         let frame = HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: true)))
-        context.writeAndFlush(wrapOutboundOut(frame), promise: sent)
+        context.write(wrapOutboundOut(frame), promise: sent)
+        flushSoon()
+    }
+
+    /// Flushes once the event loop has run what is queued on it: requests opened meanwhile
+    /// (a batch of transfers starting, or the next ones as a read ends several) leave in one
+    /// TLS record and one system call, not one each.
+    private func flushSoon() {
+        needsFlush = true
+        guard !flushQueued, let context else { return }
+        flushQueued = true
+        let router = NIOLoopBound(self, eventLoop: context.eventLoop)
+        context.eventLoop.execute {
+            router.value.flushQueued = false
+            router.value.flushIfNeeded()
+        }
     }
 
     /// The reader gave up on stream `id`: the server is told to stop sending it.
