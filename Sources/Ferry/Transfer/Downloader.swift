@@ -300,9 +300,9 @@ extension Downloader {
         segments: inout SegmentRun?
     ) async throws -> DownloadStateMachine.Action {
         let hadBytes = file.length > 0
-        // Metadata describing the bytes on disk, as they were before this response.
-        let previous = checkpoint(file, request: request, planner: machine.planner)
         let decision = machine.responseArrived(head, for: plan, bytesOnDisk: file.length)
+        // Checkpoints describe the bytes as this response continues them; its `invalidate()`
+        // removes whatever metadata describes the bytes on disk now, whichever version.
         let checkpoint = checkpoint(file, request: request, planner: machine.planner)
         switch decision {
         case .fail(let error, let status):
@@ -316,7 +316,7 @@ extension Downloader {
                 metadata: ["status": "\(head.statusCode)"]
             )
             await body.drain()
-            try previous.invalidate()
+            try checkpoint.invalidate()
             try file.truncate(to: 0)
             if hadBytes { progress.announceOffset(0, total: nil, task: task, force: true) }
             return then
@@ -328,7 +328,7 @@ extension Downloader {
             try BodyReader.SizeLimit.file(configuration.maximumFileSize)?.refuse(announced: expected, head: head)
             // The metadata stops describing the old bytes before any new byte is written:
             // after a crash it must never claim another version's bytes.
-            if hadBytes { try previous.invalidate() }
+            if hadBytes { try checkpoint.invalidate() }
             try file.truncate(to: 0)
             progress.announceResponse(head, task: task)
             progress.announceOffset(0, total: expected, task: task, force: restart != nil && hadBytes)
