@@ -40,7 +40,12 @@ package final class PartialFile {
     ///     ``HeldDirectorySlot/defaultPartials`` for the default partials directory, none
     ///     for another (it is opened for this file alone).
     convenience init(in directory: URL, slot: HeldDirectorySlot? = nil) throws {
-        let path = directory.path
+        try self.init(inDirectoryAt: directory.path, slot: slot)
+    }
+
+    /// ``init(in:slot:)`` with the directory's path (a session's
+    /// ``SessionConfiguration/downloadsDirectory``, worked out once).
+    convenience init(inDirectoryAt path: String, slot: HeldDirectorySlot? = nil) throws {
         let name = Self.newName()
         let slot = slot ?? (FileSystem.isDefaultPartialsDirectory(path) ? .defaultPartials : nil)
         var held =

@@ -75,7 +75,13 @@ public struct SessionConfiguration: Sendable {
     /// where everyone may create files (in `/tmp`), must be this user's and not writable by
     /// others. Otherwise the download fails with ``FerryError/Reason/fileSystem``. (Not
     /// `$XDG_RUNTIME_DIR`: a small memory file system, emptied at logout.)
-    public var downloadsDirectory: URL
+    public var downloadsDirectory: URL {
+        didSet { downloadsDirectoryPath = downloadsDirectory.path }
+    }
+
+    /// ``downloadsDirectory``'s path, worked out when it is set: each download makes its
+    /// partial file there, and `URL.path` decodes the URL again each time it is asked.
+    private(set) var downloadsDirectoryPath: String
 
     /// How failed downloads are retried (by resuming them). Default ``RetryPolicy/default``:
     /// five retries with capped exponential backoff. Tasks may override it.
@@ -225,7 +231,9 @@ public struct SessionConfiguration: Sendable {
     init(kind: Kind) {
         self.kind = kind
         self.cookieStore = kind == .ephemeral ? CookieStore() : .shared
-        self.downloadsDirectory = FileSystem.defaultPartialsDirectory
+        let downloads = FileSystem.defaultPartialsDirectory
+        self.downloadsDirectory = downloads
+        self.downloadsDirectoryPath = downloads.path
     }
 
     /// The default configuration.

@@ -74,7 +74,7 @@ extension DataLoad {
         }
         do {
             guard head.isSuccess else { throw await transfer.statusError(head, body: body) }
-            let file = try PartialFile(in: configuration.downloadsDirectory)
+            let file = try PartialFile(inDirectoryAt: configuration.downloadsDirectoryPath)
             do {
                 var writer = BodyWriter(
                     file: file,

@@ -80,7 +80,7 @@ extension Downloader {
                 allowUnvalidatedResume: allowUnvalidated
             )
         } else {
-            file = try PartialFile(in: configuration.downloadsDirectory)
+            file = try PartialFile(inDirectoryAt: configuration.downloadsDirectoryPath)
         }
         var progress = DownloadProgress(resumed: resume != nil)
         // A split download in progress: its segments are continued rather than the planner's
