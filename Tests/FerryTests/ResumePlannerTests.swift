@@ -212,6 +212,23 @@ struct ResumeParsingTests {
         #expect(ContentRange(value) == nil)
     }
 
+    /// `DQUOTE *etagc DQUOTE` (RFC 9110 §8.8.3), read as bytes.
+    @Test(arguments: [
+        ("\"abc\"", true),
+        ("\"\"", true),
+        ("\"\u{301}x\"", true),
+        ("\"caf\u{E9}\"", true),
+        ("\"", false),
+        ("W/\"abc\"", false),
+        ("\"a\"b\"", false),
+        ("abc", false),
+        ("\"abc", false),
+        ("", false),
+    ])
+    func strongEntityTags(tag: String, strong: Bool) {
+        #expect(Validator.isStrongEntityTag(tag) == strong)
+    }
+
     @Test func strongValidators() {
         func response(_ headers: [String: String]) -> HTTPResponse {
             HTTPResponse(

@@ -49,9 +49,15 @@ public enum Validator: Codable, Sendable, Hashable, CustomStringConvertible {
     }
 
     /// `"…"` without the `W/` prefix (RFC 9110 §8.8.3).
+    ///
+    /// Read as bytes, as the grammar is written (`DQUOTE *etagc DQUOTE`): no character is
+    /// put together, and a tag whose first `etagc` is a combining mark (`obs-text`) still
+    /// starts with its quote.
     static func isStrongEntityTag(_ tag: String) -> Bool {
-        tag.count >= 2 && tag.hasPrefix("\"") && tag.hasSuffix("\"")
-            && !tag.dropFirst().dropLast().contains(Character("\""))
+        let quote = UInt8(ascii: "\"")
+        let bytes = tag.utf8
+        guard bytes.count >= 2, bytes.first == quote, bytes.last == quote else { return false }
+        return !bytes.dropFirst().dropLast().contains(quote)
     }
 
     /// Whether `response` is the same version this validator names (strong comparison).
