@@ -47,8 +47,8 @@ final class HTTP2DataBypass: ChannelInboundHandler {
         defer { reading = false }
         // Worked on as a local for the whole read and put back after: as a class's stored
         // property it costs an exclusivity check for each piece (three for each `DATA`
-        // frame). Nothing the pieces lead to reaches it meanwhile: a read arriving
-        // meanwhile waits in `waiting`.
+        // frame). Nothing the pieces lead to touches it: a read that arrives during this one
+        // waits in `waiting`.
         var splitter = self.splitter
         defer { self.splitter = splitter }
         while var bytes = waiting.popFirst() {
