@@ -33,9 +33,9 @@ extension TestPKI.Identity {
     }
 }
 
-/// A new, empty directory under the system's temporary one.
+/// A new, empty directory in this test process's scratch folder (``TestScratch``).
 func makeTemporaryDirectory(_ label: String = "test") throws -> URL {
-    let url = FileManager.default.temporaryDirectory
+    let url = try TestScratch.root()
         .appendingPathComponent("ferry-\(label)-\(UUID().uuidString.prefix(8))", isDirectory: true)
     try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     return url
