@@ -93,6 +93,40 @@ struct SchedulingTests {
         }
     }
 
+    /// A download whose body is in holds no slot while its file is handed over: the next
+    /// task starts while the delegate still has the file (URLSession frees the connection
+    /// when the body ends, too). Before, the slot stayed held through the flush, checksum,
+    /// `didFinishDownloadingTo` and the move, and a slow delegate kept every waiting task
+    /// of the origin from starting.
+    @Test func aFinishedBodyFreesItsSlotBeforeTheFileIsHandedOver() async throws {
+        final class HoldsTheFile: SessionDelegate {
+            let nextTaskResponded = DispatchSemaphore(value: 0)
+            let heldUntilTheNextResponded = MutexBox<Bool?>(nil)
+            func session(_ session: Session, downloadTask: DownloadTask, didFinishDownloadingTo location: URL) {
+                // Bounded: if the slot were still held, the next task could not respond.
+                let responded = nextTaskResponded.wait(timeout: .now() + 20) == .success
+                heldUntilTheNextResponded.mutate { $0 = responded }
+            }
+        }
+        try await withServer { server in
+            let delegate = HoldsTheFile()
+            let session = try makeSession(delegate: delegate) { $0.httpMaximumConnectionsPerHost = 1 }
+            let download = session.downloadTask(with: URLRequest(url: server.url("/bytes/100000")))
+            let next = session.dataTask(with: server.url("/bytes/10"))
+            let downloadEvents = download.events
+            let nextEvents = next.events
+            download.resume()
+            next.resume()
+            for await event in nextEvents {
+                if case .response = event { delegate.nextTaskResponded.signal() }
+            }
+            _ = await collectEvents(downloadEvents)
+            #expect(delegate.heldUntilTheNextResponded.value == true)
+            #expect(download.error == nil && next.error == nil)
+            #expect(server.connectionStats.peak == 1)
+        }
+    }
+
     @Test func cancellingAWaitingTaskFreesNoSlotItDidNotHold() async throws {
         try await withServer { server in
             let session = try makeSession { $0.httpMaximumConnectionsPerHost = 1 }

@@ -8,8 +8,9 @@ extension HostLimiter {
     /// of its original request, whose place in the queue was reserved when the task was
     /// resumed), keeps it while it sends to that origin, trades it for another origin's slot
     /// when a redirect leads there, and gives it back (``release()``) while it sleeps before a
-    /// retry or waits for an interceptor, so a task that is not using a connection never keeps
-    /// another from starting. Holding one slot at most also means two transfers can never
+    /// retry or waits for an interceptor, and once a download's body is in (before its file is
+    /// flushed, verified, handed to the delegate and moved), so a task that is not using a
+    /// connection never keeps another from starting. Holding one slot at most also means two transfers can never
     /// wait for each other's slots.
     ///
     /// One transfer uses its lease from one Swift task at a time; ``release()`` may also be

@@ -175,6 +175,10 @@ extension Downloader {
                     task.client.setDownloadPosition(0, expected: nil)
                     action = machine.next(bytesOnDisk: 0)
                 case .finish:
+                    // The body is in: the origin's slot goes to the next task now, not after
+                    // the flush, the decoding, the checksum, the delegate's turn with the file
+                    // and the move (URLSession frees the connection when the body ends too).
+                    transfer.lease.release()
                     break loop
                 case .fail(let error):
                     throw error
