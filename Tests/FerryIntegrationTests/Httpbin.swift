@@ -40,6 +40,10 @@ final class Httpbin: Sendable {
             gunicorn,
             [
                 "--bind", "127.0.0.1:\(port)", "--workers", "2", "--log-level", "warning", "--no-control-socket",
+                // No worker timeout: gunicorn kills a worker silent for 30 s (a busy machine's
+                // request, the worker's 500 then failing a test with nothing wrong). The tests
+                // bound their own waits.
+                "--timeout", "0",
                 "httpbin:app",
             ],
             stdout: log,
