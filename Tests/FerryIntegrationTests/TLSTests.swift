@@ -351,6 +351,57 @@ struct TLSCLITests {
             #expect(insecureWrongCertificate.status == 60)
         }
     }
+
+    /// A pin makes the session verify TLS itself, through sockets in a directory of its own
+    /// under `TMPDIR` (``TLSBridge``). `ferry get --pin` used to leave that directory behind
+    /// at every run: the session's shutdown, which removed it, had not run when the process
+    /// exited. Now invalidating the session removes it, and the first bridge of a process
+    /// removes those of the user's processes that are gone (and nothing else).
+    @Test func aPinnedRunLeavesNoSocketDirectoryAndClearsThoseOfEndedProcesses() async throws {
+        try await withTLSServer { server, ca in
+            let scratch = try makeTemporaryDirectory("tls-leftovers")
+            let temporary = scratch.appendingPathComponent("tmp", isDirectory: true)
+            let caFile = scratch.appendingPathComponent("ca.pem")
+            try Data(ca.certificatePEM.utf8).write(to: caFile)
+            // A process that has ended: its pid, reaped.
+            let ended = try ProcessRunner.spawn(
+                "/bin/true",
+                [],
+                stdout: scratch.appendingPathComponent("true.out").path,
+                stderr: scratch.appendingPathComponent("true.err").path
+            )
+            var status: Int32 = 0
+            _ = waitpid(ended, &status, 0)
+            let leftover = "ferry-tls-\(ended)-0a1b2c3d"
+            let living = "ferry-tls-\(getpid())-0a1b2c3d"
+            let notOurs = "ferry-tls-\(ended)-4e5f6a7b"
+            let unrelated = "ferry-tls-notes"
+            for name in [leftover, living, notOurs, unrelated] {
+                try FileManager.default.createDirectory(
+                    at: temporary.appendingPathComponent(name),
+                    withIntermediateDirectories: true
+                )
+            }
+            try Data().write(to: temporary.appendingPathComponent(leftover).appendingPathComponent("0.sock"))
+            if geteuid() == 0 { #expect(chown(temporary.appendingPathComponent(notOurs).path, 65534, 65534) == 0) }
+            let url = server.url("/bytes/50").absoluteString
+            let pinned = try await ProcessRunner.run(
+                ProcessRunner.ferry,
+                ["get", "-q", "--pin", caFile.path, url],
+                environment: ["TMPDIR": temporary.path]
+            )
+            #expect(pinned.status == 0, "\(pinned.stderrText)")
+            #expect(pinned.stdout == TestContent.data(size: 50))
+            let refused = try await ProcessRunner.run(
+                ProcessRunner.ferry,
+                ["get", "-q", "--pin", "sha256//\(try TestPKI(name: "Other key").publicKeyPin)", url],
+                environment: ["TMPDIR": temporary.path]
+            )
+            #expect(refused.status == 60)
+            let expected = geteuid() == 0 ? [living, notOurs, unrelated] : [living, unrelated]
+            #expect(files(in: temporary) == expected.sorted())
+        }
+    }
 }
 
 extension String {

@@ -25,8 +25,9 @@ import Synchronization
 /// tunnel (with its credential) or SOCKS5, then TLS inside it.
 ///
 /// ## Lifecycle and threading
-/// Made by the engine when the configuration needs it; listeners open on first use and
-/// close, with their directory, at ``shutdown()``. Both channels of a pair live on one
+/// Made by the engine when the configuration needs it; listeners open on first use. The
+/// sockets' directory goes when the session is invalidated (``removeDirectory()``), the
+/// listeners close at ``shutdown()``. Both channels of a pair live on one
 /// event loop; everything else is behind one lock.
 final class TLSBridge: Sendable {
     typealias AskDelegate = @Sendable (ServerTrustChallenge) async -> ServerTrustDisposition
@@ -57,13 +58,65 @@ final class TLSBridge: Sendable {
         state.withLock { $0.proxyAuthorization = proxy?.credential?.authorization }
         self.connectTimeout = connectTimeout
         context = try NIOSSLContext(configuration: evaluator.connection)
-        directory = FileManager.default.temporaryDirectory
-            .appendingPathComponent("ferry-tls-\(UUID().uuidString.prefix(12))", isDirectory: true)
+        directory = try Self.makeDirectory()
+    }
+
+    /// The bridge's sockets' directory, `ferry-tls-PID-RANDOM` under `TMPDIR`, that only the
+    /// user may enter.
+    ///
+    /// A process that ends without invalidating its session (an `exit`, a crash, `kill -9`)
+    /// never removes its directory; so the first bridge of a process removes those of its
+    /// user's processes that are gone.
+    private static func makeDirectory() throws -> URL {
+        let base = FileManager.default.temporaryDirectory
+        _ = removeLeftovers(in: base)
+        let directory = base.appendingPathComponent(
+            "\(directoryPrefix)\(getpid())-\(UUID().uuidString.prefix(8))",
+            isDirectory: true
+        )
         try FileManager.default.createDirectory(
             at: directory,
             withIntermediateDirectories: true,
             attributes: [.posixPermissions: 0o700]
         )
+        return directory
+    }
+
+    private static let directoryPrefix = "ferry-tls-"
+
+    /// Removes, once per process, the bridge directories in `base` that belong to this user
+    /// and to a process that no longer runs; returns how many.
+    @discardableResult
+    static func removeLeftovers(in base: URL) -> Int {
+        leftoversRemoved.withLock { done in
+            guard !done else { return 0 }
+            done = true
+            var removed = 0
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: base.path)) ?? []
+            for name in names where name.hasPrefix(directoryPrefix) {
+                // ferry-tls-PID-RANDOM; older versions named it ferry-tls-RANDOM (no PID): kept.
+                let fields = name.dropFirst(directoryPrefix.count).split(separator: "-")
+                guard fields.count == 2, let pid = pid_t(fields[0]), pid != getpid(), pid > 0 else { continue }
+                let path = base.appendingPathComponent(name).path
+                var info = stat()
+                guard lstat(path, &info) == 0, info.st_uid == geteuid(), info.st_mode & S_IFMT == S_IFDIR else {
+                    continue
+                }
+                // kill(pid, 0) fails with ESRCH only when no such process exists.
+                guard kill(pid, 0) == -1, errno == ESRCH else { continue }
+                if (try? FileManager.default.removeItem(atPath: path)) != nil { removed += 1 }
+            }
+            return removed
+        }
+    }
+
+    private static let leftoversRemoved = Mutex(false)
+
+    /// Removes the sockets' directory now: the session was invalidated, and its process may
+    /// end before ``shutdown()`` (which closes the listeners) has run. Bound listeners keep
+    /// working; no new request goes through them.
+    func removeDirectory() {
+        try? FileManager.default.removeItem(at: directory)
     }
 
     /// Who answers ``ServerTrustChallenge``s (the session sets it once it exists).

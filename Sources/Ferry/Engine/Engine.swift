@@ -283,6 +283,13 @@ final class Engine: Sendable {
         if let made = streamBridge.withLock({ $0 }) { Task { await made.shutdown() } }
     }
 
+    /// The session was invalidated: what must not outlive the process goes now, before the
+    /// asynchronous ``shutdown()`` (a command-line tool may exit as soon as its tasks end).
+    func invalidated() {
+        bridge?.removeDirectory()
+        streamBridge.withLock { $0 }?.removeDirectory()
+    }
+
     func shutdown() async {
         for client in clients.values { try? await client.shutdown() }
         for client in segmentClients.withLock({ Array($0.values) }) { try? await client.shutdown() }

@@ -170,6 +170,7 @@ public final class Session: Sendable {
         background?.close()
         hub.finish(with: .didBecomeInvalid(nil))
         let engine = self.engine
+        engine.invalidated()
         Task { await engine.shutdown() }
     }
 
