@@ -376,7 +376,9 @@ struct TLSCLITests {
             let living = "ferry-tls-\(getpid())-0a1b2c3d"
             let notOurs = "ferry-tls-\(ended)-4e5f6a7b"
             let unrelated = "ferry-tls-notes"
-            for name in [leftover, living, notOurs, unrelated] {
+            // An older version's name (a UUID's first 12 characters), which tells no process.
+            let older = "ferry-tls-12345678-9AB"
+            for name in [leftover, living, notOurs, unrelated, older] {
                 try FileManager.default.createDirectory(
                     at: temporary.appendingPathComponent(name),
                     withIntermediateDirectories: true
@@ -398,7 +400,7 @@ struct TLSCLITests {
                 environment: ["TMPDIR": temporary.path]
             )
             #expect(refused.status == 60)
-            let expected = geteuid() == 0 ? [living, notOurs, unrelated] : [living, unrelated]
+            let expected = geteuid() == 0 ? [living, notOurs, unrelated, older] : [living, unrelated, older]
             #expect(files(in: temporary) == expected.sorted())
         }
     }

@@ -69,7 +69,7 @@ final class TLSBridge: Sendable {
     /// user's processes that are gone.
     private static func makeDirectory() throws -> URL {
         let base = FileManager.default.temporaryDirectory
-        _ = removeLeftovers(in: base)
+        removeLeftovers(in: base)
         let directory = base.appendingPathComponent(
             "\(directoryPrefix)\(getpid())-\(UUID().uuidString.prefix(8))",
             isDirectory: true
@@ -85,18 +85,18 @@ final class TLSBridge: Sendable {
     private static let directoryPrefix = "ferry-tls-"
 
     /// Removes, once per process, the bridge directories in `base` that belong to this user
-    /// and to a process that no longer runs; returns how many.
-    @discardableResult
-    static func removeLeftovers(in base: URL) -> Int {
+    /// and to a process that no longer runs.
+    private static func removeLeftovers(in base: URL) {
         leftoversRemoved.withLock { done in
-            guard !done else { return 0 }
+            guard !done else { return }
             done = true
-            var removed = 0
             let names = (try? FileManager.default.contentsOfDirectory(atPath: base.path)) ?? []
             for name in names where name.hasPrefix(directoryPrefix) {
-                // ferry-tls-PID-RANDOM; older versions named it ferry-tls-RANDOM (no PID): kept.
+                // ferry-tls-PID-RANDOM, RANDOM 8 characters. Older versions' names
+                // (ferry-tls-XXXXXXXX-XXX, no PID) do not match and are left alone.
                 let fields = name.dropFirst(directoryPrefix.count).split(separator: "-")
-                guard fields.count == 2, let pid = pid_t(fields[0]), pid != getpid(), pid > 0 else { continue }
+                guard fields.count == 2, fields[1].count == 8, let pid = pid_t(fields[0]), pid > 0, pid != getpid()
+                else { continue }
                 let path = base.appendingPathComponent(name).path
                 var info = stat()
                 guard lstat(path, &info) == 0, info.st_uid == geteuid(), info.st_mode & S_IFMT == S_IFDIR else {
@@ -104,9 +104,8 @@ final class TLSBridge: Sendable {
                 }
                 // kill(pid, 0) fails with ESRCH only when no such process exists.
                 guard kill(pid, 0) == -1, errno == ESRCH else { continue }
-                if (try? FileManager.default.removeItem(atPath: path)) != nil { removed += 1 }
+                try? FileManager.default.removeItem(atPath: path)
             }
-            return removed
         }
     }
 

@@ -10,8 +10,8 @@ extension HostLimiter {
     /// when a redirect leads there, and gives it back (``release()``) while it sleeps before a
     /// retry or waits for an interceptor, and once a download's body is in (before its file is
     /// flushed, verified, handed to the delegate and moved), so a task that is not using a
-    /// connection never keeps another from starting. Holding one slot at most also means two transfers can never
-    /// wait for each other's slots.
+    /// connection never keeps another from starting. Holding one slot at most also means two
+    /// transfers can never wait for each other's slots.
     ///
     /// One transfer uses its lease from one Swift task at a time; ``release()`` may also be
     /// called when the transfer ends, from any thread.
