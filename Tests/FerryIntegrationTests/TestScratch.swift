@@ -1,3 +1,4 @@
+import Ferry
 import Foundation
 
 #if canImport(Glibc)
@@ -11,7 +12,8 @@ import Glibc
 /// Left behind run after run, they once filled the disk of a CI machine, and the next run
 /// failed on "No space left on device" in tests that had nothing wrong. So the process
 /// removes its folder at exit, and the first call also removes the folders of earlier runs
-/// whose process is gone (killed, or stopped in a debugger), which never reached their exit.
+/// whose process is gone (killed, or stopped in a debugger), which never reached their exit,
+/// when they are this user's.
 ///
 /// The folder is `ferry-tests-PID` under `TMPDIR` (or `/tmp`).
 enum TestScratch {
@@ -19,7 +21,7 @@ enum TestScratch {
 
     private static let made: Result<URL, any Error> = Result {
         let base = FileManager.default.temporaryDirectory
-        removeFoldersOfEndedRuns(in: base)
+        EndedProcessLeftovers.remove(in: base, prefix: prefix, tagLength: 0)
         let root = base.appendingPathComponent("\(prefix)\(getpid())", isDirectory: true)
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         atexit {
@@ -30,16 +32,4 @@ enum TestScratch {
 
     /// This process's scratch folder, made (and registered for removal at exit) on first use.
     static func root() throws -> URL { try made.get() }
-
-    /// Removes `ferry-tests-PID` folders in `base` whose process no longer runs.
-    private static func removeFoldersOfEndedRuns(in base: URL) {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: base.path)) ?? []
-        for name in names where name.hasPrefix(prefix) {
-            guard let pid = pid_t(name.dropFirst(prefix.count)), pid != getpid() else { continue }
-            // kill(pid, 0) fails with ESRCH only when no such process exists.
-            if kill(pid, 0) == -1, errno == ESRCH {
-                try? FileManager.default.removeItem(at: base.appendingPathComponent(name))
-            }
-        }
-    }
 }

@@ -85,31 +85,17 @@ final class TLSBridge: Sendable {
     private static let directoryPrefix = "ferry-tls-"
 
     /// Removes, once per process, the bridge directories in `base` that belong to this user
-    /// and to a process that no longer runs.
+    /// and to a process that no longer runs. Names of older versions
+    /// (`ferry-tls-XXXXXXXX-XXX`, no PID) do not match and are left alone.
+    ///
+    /// The first caller claims the scan and runs it; a concurrent one does not wait for it.
     private static func removeLeftovers(in base: URL) {
-        leftoversRemoved.withLock { done in
-            guard !done else { return }
-            done = true
-            let names = (try? FileManager.default.contentsOfDirectory(atPath: base.path)) ?? []
-            for name in names where name.hasPrefix(directoryPrefix) {
-                // ferry-tls-PID-RANDOM, RANDOM 8 characters. Older versions' names
-                // (ferry-tls-XXXXXXXX-XXX, no PID) do not match and are left alone.
-                let fields = name.dropFirst(directoryPrefix.count).split(separator: "-")
-                guard fields.count == 2, fields[1].count == 8, let pid = pid_t(fields[0]), pid > 0, pid != getpid()
-                else { continue }
-                let path = base.appendingPathComponent(name).path
-                var info = stat()
-                guard lstat(path, &info) == 0, info.st_uid == geteuid(), info.st_mode & S_IFMT == S_IFDIR else {
-                    continue
-                }
-                // kill(pid, 0) fails with ESRCH only when no such process exists.
-                guard kill(pid, 0) == -1, errno == ESRCH else { continue }
-                try? FileManager.default.removeItem(atPath: path)
-            }
-        }
+        guard leftoversClaimed.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged
+        else { return }
+        EndedProcessLeftovers.remove(in: base, prefix: directoryPrefix, tagLength: 8)
     }
 
-    private static let leftoversRemoved = Mutex(false)
+    private static let leftoversClaimed = Atomic(false)
 
     /// Removes the sockets' directory now: the session was invalidated, and its process may
     /// end before ``shutdown()`` (which closes the listeners) has run. Bound listeners keep
