@@ -63,6 +63,39 @@ struct HTTP2ConnectionTests {
         }
     }
 
+    /// A stream that ends is the pool's again before its reader hears of the end: with as
+    /// many downloads at a time as the server allows streams (8), each finished download's
+    /// slot starts the next one on the same connection, and 400 of them never open a second
+    /// connection. (The pool once counted the stream free only after waking the reader, and
+    /// a next download that got there first opened a connection nobody needed.)
+    @Test func aFinishedStreamIsFreeBeforeTheNextDownloadAsks() async throws {
+        let root = try await makeHTTP2Root("h2-refill", mebibytes: 1)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let small = Data((0..<16_384).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        try small.write(to: root.appendingPathComponent("small.bin"))
+        let origin = try await HTTP2Origin(root: root, server: "http2_max_concurrent_streams 8;")
+        defer { origin.stop() }
+        let session = try origin.session { $0.httpMaximumConnectionsPerHost = 8 }
+        defer { session.invalidateAndCancel() }
+        let count = 400
+        try await withThrowingTaskGroup(of: Data.self) { group in
+            for index in 0..<count {
+                let url = try origin.url("/small.bin")
+                let target = root.appendingPathComponent("out/small-\(index)")
+                group.addTask {
+                    let (_, response) = try await session.download(from: url, to: .file(target))
+                    #expect(response.statusCode == 200 && response.httpVersion == "HTTP/2.0", "\(response)")
+                    return try Data(contentsOf: target)
+                }
+            }
+            for try await body in group { #expect(body == small) }
+        }
+        let lines = try origin.logged()
+        #expect(lines.count == count)
+        let connections = Set(lines.compactMap { $0.split(separator: " ").last })
+        #expect(connections.count == 1, "\(connections.count) connections")
+    }
+
     /// An origin whose TLS offers only `http/1.1` in ALPN: Ferry's HTTP/2 connection finds
     /// out once, closes, and every request goes over HTTP/1.1, whole.
     @Test func anOriginThatChoosesHTTP11IsAskedOnce() async throws {
