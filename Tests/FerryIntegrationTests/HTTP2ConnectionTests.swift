@@ -49,18 +49,13 @@ struct HTTP2ConnectionTests {
         #expect(connections.count == 3, "\(lines)")
 
         let expected = try await sha256(of: root.appendingPathComponent("file.bin"))
-        try await withThrowingTaskGroup(of: String.self) { group in
-            for index in 0..<count {
-                let url = try origin.url("/file.bin")
-                let target = root.appendingPathComponent("out/fast-\(index)")
-                group.addTask {
-                    let (_, response) = try await session.download(from: url, to: .file(target))
-                    #expect(response.statusCode == 200 && response.httpVersion == "HTTP/2.0", "\(response)")
-                    return try await sha256(of: target)
-                }
-            }
-            for try await digest in group { #expect(digest == expected) }
-        }
+        let targets = try await downloadAtOnce(
+            count,
+            of: try origin.url("/file.bin"),
+            to: root.appendingPathComponent("out/fast"),
+            in: session
+        )
+        for target in targets { #expect(try await sha256(of: target) == expected) }
     }
 
     /// A stream that ends is the pool's again before its reader hears of the end: with as
@@ -78,18 +73,13 @@ struct HTTP2ConnectionTests {
         let session = try origin.session { $0.httpMaximumConnectionsPerHost = 8 }
         defer { session.invalidateAndCancel() }
         let count = 400
-        try await withThrowingTaskGroup(of: Data.self) { group in
-            for index in 0..<count {
-                let url = try origin.url("/small.bin")
-                let target = root.appendingPathComponent("out/small-\(index)")
-                group.addTask {
-                    let (_, response) = try await session.download(from: url, to: .file(target))
-                    #expect(response.statusCode == 200 && response.httpVersion == "HTTP/2.0", "\(response)")
-                    return try Data(contentsOf: target)
-                }
-            }
-            for try await body in group { #expect(body == small) }
-        }
+        let targets = try await downloadAtOnce(
+            count,
+            of: try origin.url("/small.bin"),
+            to: root.appendingPathComponent("out/small"),
+            in: session
+        )
+        for target in targets { #expect(try Data(contentsOf: target) == small) }
         let lines = try origin.logged()
         #expect(lines.count == count)
         let connections = Set(lines.compactMap { $0.split(separator: " ").last })
@@ -229,5 +219,25 @@ struct HTTP2ConnectionTests {
         let (data, response) = try await session.data(from: try origin.url("/file.bin"))
         #expect(response.statusCode == 200 && response.httpVersion == "HTTP/2.0")
         #expect(data == (try Data(contentsOf: root.appendingPathComponent("file.bin"))))
+    }
+}
+
+extension HTTP2ConnectionTests {
+    /// Downloads `url` `count` times at once (as many at a time as the session lets), each to
+    /// `prefix-INDEX`; every response is expected to be a 200 over HTTP/2.
+    ///
+    /// - Returns: the files, in index order.
+    func downloadAtOnce(_ count: Int, of url: URL, to prefix: URL, in session: Session) async throws -> [URL] {
+        let targets = (0..<count).map { URL(fileURLWithPath: "\(prefix.path)-\($0)") }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for target in targets {
+                group.addTask {
+                    let (_, response) = try await session.download(from: url, to: .file(target))
+                    #expect(response.statusCode == 200 && response.httpVersion == "HTTP/2.0", "\(response)")
+                }
+            }
+            try await group.waitForAll()
+        }
+        return targets
     }
 }

@@ -212,9 +212,8 @@ final class HTTP2Router: ChannelInboundHandler {
         if case .success = result, let announced = stream.announced, stream.received != announced {
             result = .failure(NIOHTTP2Errors.contentLengthViolated())
         }
-        // The stream is the pool's again before the reader hears: what the end lets go (a
-        // download's per-host slot, ``ResponseStream/whenComplete(_:)``) may start a request
-        // that wants it.
+        // The stream is the pool's again before the reader hears: what the reader then lets
+        // go (a download's per-host slot, at its end) may start a request that wants it.
         pool.released(number)
         stream.sink.finish(result)
         if streams.isEmpty, !closed, let channel = context?.channel {
