@@ -226,6 +226,30 @@ print(f"# Benchmarks\n\nMade by `Benchmarks/run` on {os.cpu_count()} cores, {cpu
       f"GNU time: \"CLI\" rows run the `ferry` command, \"library\" rows run a small executable per client "
       f"(`Benchmarks/Sources/bench-*`) that does the job in-process.")
 
+
+def built_from():
+    """What the figures were measured with: Ferry's commit, the versions Package.resolved
+    pinned for the transport, and the peers' versions. A change in any of them moves the
+    figures as much as a change in Ferry does, so a later run can be compared fairly."""
+    commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True).stdout.strip()
+    try:
+        pins = {p["identity"]: p["state"].get("version") or p["state"].get("revision", "?")[:12]
+                for p in json.load(open("Package.resolved"))["pins"]}
+    except (OSError, ValueError, KeyError):
+        pins = {}
+    packages = ", ".join(f"{name} {pins[name]}" for name in
+                         ("swift-nio", "swift-nio-ssl", "swift-nio-http2", "async-http-client") if name in pins)
+    peers = []
+    for command in (["curl", "--version"], ["nginx", "-v"]):
+        done = subprocess.run(command, capture_output=True, text=True)
+        first = (done.stdout or done.stderr).splitlines()
+        if first:
+            peers.append(first[0].split(" (")[0].replace("nginx version: ", ""))
+    return f"Ferry {commit or '?'}; {packages or 'Package.resolved not found'}; {'; '.join(peers)}."
+
+
+print(f"\nBuilt from: {built_from()}")
+
 port = nginx()
 url = f"http://127.0.0.1:{port}/file.bin"
 target = os.path.join(out, "f")
