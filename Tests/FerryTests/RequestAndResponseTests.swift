@@ -1,4 +1,6 @@
 import Foundation
+import NIOHPACK
+import NIOHTTP1
 import Testing
 
 @testable import Ferry
@@ -88,6 +90,45 @@ struct RequestAndResponseTests {
     ])
     func requestTargetIsTheOriginForm(url: String, target: String) throws {
         #expect(try #require(URL(string: url)).requestTarget == target)
+    }
+
+    /// A host as an authority writes it (RFC 3986 §3.2.2): an IPv6 literal in brackets, once.
+    @Test func authorityHosts() {
+        #expect(URL.authorityHost("h.test") == "h.test")
+        #expect(URL.authorityHost("127.0.0.1") == "127.0.0.1")
+        #expect(URL.authorityHost("::1") == "[::1]")
+        #expect(URL.authorityHost("[::1]") == "[::1]")
+        #expect(URL.authorityHost("") == "")
+    }
+
+    /// An HTTP/2 request's header block (RFC 9113 §8.3.1): the pseudo-header fields first,
+    /// an IPv6 literal bracketed in `:authority` (or the request's own `Host`), names in
+    /// lower case, the connection-specific fields left out (§8.2.2), credentials never
+    /// indexed (RFC 7541 §7.1.3).
+    @Test func http2HeaderBlock() throws {
+        var fields = HTTPHeaders()
+        fields.add(name: "Accept", value: "*/*")
+        fields.add(name: "Connection", value: "keep-alive")
+        fields.add(name: "TE", value: "gzip")
+        fields.add(name: "Authorization", value: "Bearer t")
+        let url = try #require(URL(string: "https://[::1]:8443/a%20b?c=1"))
+        let block = HTTP2Connection.headerBlock(method: .GET, url: url, fields: fields)
+        #expect(
+            block.map { "\($0.name): \($0.value)" } == [
+                ":method: GET", ":scheme: https", ":authority: [::1]:8443", ":path: /a%20b?c=1", "accept: */*",
+                "authorization: Bearer t",
+            ]
+        )
+        #expect(block.first { $0.name == "authorization" }?.indexable == .neverIndexed)
+        fields.add(name: "Host", value: "example.org")
+        let named = HTTP2Connection.headerBlock(
+            method: .HEAD,
+            url: try #require(URL(string: "http://127.0.0.1/")),
+            fields: fields
+        )
+        #expect(named.first(name: ":authority") == "example.org")
+        #expect(named.first(name: ":scheme") == "http")
+        #expect(named.first(name: "host") == nil)
     }
 
     @Test func aRelativeURLsTargetIsTheResolvedPath() throws {

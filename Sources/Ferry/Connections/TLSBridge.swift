@@ -126,8 +126,7 @@ final class TLSBridge: Sendable {
         else {
             throw FerryError(.network, "The TLS bridge for \(origin) has no socket.")
         }
-        var host = url.host ?? origin.host
-        if host.contains(":"), !host.hasPrefix("[") { host = "[\(host)]" }
+        let host = URL.authorityHost(url.host ?? origin.host)
         return (routed, url.port.map { "\(host):\($0)" } ?? host)
     }
 

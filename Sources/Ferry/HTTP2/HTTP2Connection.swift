@@ -62,8 +62,7 @@ final class HTTP2Connection: Sendable {
     /// first, then the fields in lowercase, without those HTTP/2 forbids (§8.2.2); the
     /// credentials never indexed by HPACK (RFC 7541 §7.1.3).
     static func headerBlock(method: NIOHTTP1.HTTPMethod, url: URL, fields: HTTPHeaders) -> HPACKHeaders {
-        let host = url.host ?? ""
-        let bracketed = host.contains(":") ? "[\(host)]" : host
+        let bracketed = URL.authorityHost(url.host ?? "")
         let authority = fields.first(name: "Host") ?? (url.port.map { "\(bracketed):\($0)" } ?? bracketed)
         var block = HPACKHeaders()
         block.reserveCapacity(fields.count + 4)

@@ -17,6 +17,17 @@ extension URL {
         guard let query = query(percentEncoded: true) else { return requestPath }
         return requestPath + "?" + query
     }
+
+    /// `host` as an authority writes it (RFC 3986 §3.2.2): an IPv6 literal in brackets,
+    /// anything else (a name, an IPv4 address, a literal already bracketed) as it is.
+    ///
+    /// Looks for the colon in the UTF-8 bytes: `String.contains(_:)` with a string argument
+    /// is Foundation's `range(of:)`, which bridged to `NSString` and looked up its protocol
+    /// conformances on every request (1 % of the CPU of 1,000 small downloads over HTTP/2).
+    static func authorityHost(_ host: String) -> String {
+        guard host.utf8.contains(UInt8(ascii: ":")), host.utf8.first != UInt8(ascii: "[") else { return host }
+        return "[\(host)]"
+    }
 }
 
 extension URL {

@@ -87,7 +87,7 @@ extension Session {
     /// `CONNECT` tunnel, or SOCKS5), straight to the host otherwise. TLS, if wanted, is
     /// started later with ``StreamTask/startSecureConnection()``.
     public func streamTask(withHostName hostName: String, port: Int) -> StreamTask {
-        let authority = "\(hostName.contains(":") ? "[\(hostName)]" : hostName):\(port)"
+        let authority = "\(URL.authorityHost(hostName)):\(port)"
         let url = URL(string: "tcp://\(authority)")
         let request = URLRequest(url: url ?? URL(fileURLWithPath: "/"))
         // Routed as an `http` origin is: the proxy's bypass list and the bridge decide alike.

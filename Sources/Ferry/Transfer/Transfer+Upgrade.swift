@@ -249,7 +249,7 @@ extension Upgrader {
     }
 
     private static func authority(_ host: String, _ port: Int) -> String {
-        host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        "\(URL.authorityHost(host)):\(port)"
     }
 
     /// The response head, and the bytes that came after it.
