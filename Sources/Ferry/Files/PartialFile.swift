@@ -91,7 +91,7 @@ package final class PartialFile {
     }
 
     /// A new partial file's name: `.ferry-<uuid>.partial`.
-    private static func newName() -> String {
+    static func newName() -> String {
         ".ferry-\(randomIdentifier()).partial"
     }
 
@@ -102,11 +102,15 @@ package final class PartialFile {
     }
 
     /// A random (version 4) UUID's 36 characters in lower case, as partial files are named.
-    /// From `getrandom(2)` (`UUID()` opens and reads `/dev/urandom` each time).
+    /// From one `getentropy(3)`, a single `getrandom(2)` (`UUID()` opens and reads
+    /// `/dev/urandom` each time; two `SystemRandomNumberGenerator.next()` are two calls).
     private static func randomIdentifier() -> String {
         let digits: StaticString = "0123456789abcdef"
-        var generator = SystemRandomNumberGenerator()
-        var bytes = (generator.next() as UInt64, generator.next() as UInt64)
+        var bytes: (UInt64, UInt64) = (0, 0)
+        if withUnsafeMutableBytes(of: &bytes, { getentropy($0.baseAddress, $0.count) }) != 0 {
+            var generator = SystemRandomNumberGenerator()
+            bytes = (generator.next(), generator.next())
+        }
         withUnsafeMutableBytes(of: &bytes) { raw in
             raw[6] = raw[6] & 0x0F | 0x40
             raw[8] = raw[8] & 0x3F | 0x80
