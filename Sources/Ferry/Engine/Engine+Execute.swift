@@ -10,6 +10,8 @@ extension Engine {
         var method: NIOHTTP1.HTTPMethod
         /// An absolute `http` or `https` URL with a host.
         var url: URL
+        /// `url`'s origin, worked out once by the caller (it parses the URL's parts again).
+        var origin: Origin
         /// The fields to send, without framing (the client sets it from the body).
         var headers: HTTPHeaders
         /// The body, counted as the connection takes it, and its length when known.
@@ -52,7 +54,7 @@ extension Engine {
         if let trace { headers.replaceOrAdd(name: BridgeRelay.traceField, value: trace) }
         // One origin for the limiter's counts; the loop and the pool's connection follow the
         // route (a bridged request's connection is to the bridge's socket).
-        let origin = Origin(request.url)
+        let origin = request.origin
         let routeOrigin = route.bridged ? Origin(route.url) : origin
         if !route.bridged,
             let exchange = try await executeOverHTTP2(request, headers: headers, origin: origin, onActivity: onActivity)
@@ -127,7 +129,13 @@ extension Engine {
         let block = HTTP2Connection.headerBlock(method: request.method, url: request.url, fields: headers)
         for attempt in 1...3 {
             let loop = eventLoop(for: origin)
-            guard let connection = try await http2.connection(for: request.url, slot: request.connection, on: loop)
+            guard
+                let connection = try await http2.connection(
+                    for: request.url,
+                    origin: origin,
+                    slot: request.connection,
+                    on: loop
+                )
             else { return nil }
             let stream = ResponseStream(readAhead: readAhead(for: origin), onActivity: onActivity)
             let record = connection.start(block, into: stream)

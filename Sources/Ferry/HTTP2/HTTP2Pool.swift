@@ -50,11 +50,18 @@ final class HTTP2Pool: Sendable {
     /// A connection to `url`'s origin with a stream counted for the caller, opened on
     /// `eventLoop` if a new one is needed; `nil` when the origin speaks HTTP/1.1 only.
     ///
-    /// - Parameter slot: which of a segmented download's connections (0 for any other
-    ///   request): each slot above 0 has a connection of its own.
+    /// - Parameters:
+    ///   - origin: `url`'s origin.
+    ///   - slot: which of a segmented download's connections (0 for any other request):
+    ///     each slot above 0 has a connection of its own.
     /// - Throws: why the connection could not be opened (refused, timed out, TLS).
-    func connection(for url: URL, slot: Int, on eventLoop: any EventLoop) async throws -> HTTP2Connection? {
-        let key = State.Key(origin: Origin(url), slot: slot)
+    func connection(
+        for url: URL,
+        origin: Origin,
+        slot: Int,
+        on eventLoop: any EventLoop
+    ) async throws -> HTTP2Connection? {
+        let key = State.Key(origin: origin, slot: slot)
         while true {
             let (action, connection) = locked.withLock { locked in
                 let action = locked.state.lease(key)

@@ -49,6 +49,10 @@ extension HostLimiter {
         /// The origin whose slot is held, if any.
         var origin: Origin? { state.withLock { $0.held } }
 
+        /// The origin of the place reserved when the task was resumed, until the first
+        /// ``hold(_:)``.
+        var reservedOrigin: Origin? { state.withLock { $0.reservation?.origin } }
+
         /// Waits until the lease holds one of `origin`'s slots, giving back a slot it holds
         /// for another origin first. Throws `CancellationError` if the calling task is
         /// cancelled while waiting; then no slot is held.

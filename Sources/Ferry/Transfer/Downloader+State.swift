@@ -23,7 +23,7 @@ extension Downloader {
 
     /// The request for `plan`: `Range` and `If-Range` for a range, neither for a full
     /// request. (`Accept-Encoding: identity` is added as the request goes out, unless the
-    /// request asks for a coding itself: see ``Transfer/exchange(_:body:connection:)``. A
+    /// request asks for a coding itself: see ``Transfer/exchange(_:body:connection:origin:)``. A
     /// coded body is stored as it came, and never continued with a range.)
     static func request(_ request: URLRequest, for plan: ResumePlanner.RequestPlan) -> URLRequest {
         var attempt = request

@@ -10,13 +10,20 @@ import FoundationNetworking
 /// request's, whether to accept a coded body) and its counted body, handed to
 /// ``Engine/execute(_:onActivity:)``, which hides how it travels.
 extension Transfer {
-    /// - Parameter connection: which of a segmented download's connections it goes over
-    ///   (``HostLimiter/Lease/connection``).
-    func exchange(_ request: URLRequest, body: RequestBody?, connection: Int = 0) async throws -> Engine.Exchange {
-        guard let url = request.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
-            url.host?.isEmpty == false
-        else {
-            throw FerryError(.invalidURL, "'\(request.url?.absoluteString ?? "")' is not an http(s) URL with a host.")
+    /// - Parameters:
+    ///   - connection: which of a segmented download's connections it goes over
+    ///     (``HostLimiter/Lease/connection``).
+    ///   - origin: the request URL's origin, when the caller has worked it out already.
+    func exchange(
+        _ request: URLRequest,
+        body: RequestBody?,
+        connection: Int = 0,
+        origin known: Origin? = nil
+    ) async throws -> Engine.Exchange {
+        guard let url = request.url else { throw FerryError(.invalidURL, "The request has no URL.") }
+        let destination = known ?? Origin(url)
+        guard destination.scheme == "http" || destination.scheme == "https", !destination.host.isEmpty else {
+            throw FerryError(.invalidURL, "'\(url.absoluteString)' is not an http(s) URL with a host.")
         }
         var headers = try headers(for: request)
         // Data and upload tasks may have their bodies decoded; downloads to files never: they
@@ -38,6 +45,7 @@ extension Transfer {
         let outgoing = Engine.Outgoing(
             method: NIOHTTP1.HTTPMethod(rawValue: request.method.rawValue),
             url: url,
+            origin: destination,
             headers: headers,
             body: body.map { CountingChunks(base: $0.chunks(), task: task, length: $0.length, throttle: throttle) },
             decompressing: decompressing,

@@ -107,12 +107,18 @@ extension Transfer {
             if let spanned { telemetry?.endRequest(spanned, transaction: transaction, failure: failure) }
         }
         do {
-            return try await lease.holding(Origin(url)) {
+            let destination = Origin(url)
+            return try await lease.holding(destination) {
                 origin.client.touch()
                 transaction.requestStartDate = Date()
                 sentRequest.withLock { $0 = currentRequest }
                 logRequest(currentRequest)
-                let response = try await exchange(currentRequest, body: hop.body, connection: lease.connection)
+                let response = try await exchange(
+                    currentRequest,
+                    body: hop.body,
+                    connection: lease.connection,
+                    origin: destination
+                )
                 responded = true
                 transaction.responseStartDate = Date()
                 transaction.requestEndDate = response.stream.requestSentAt ?? transaction.responseStartDate

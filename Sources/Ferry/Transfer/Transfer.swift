@@ -109,7 +109,10 @@ final class Transfer: Sendable {
     /// `work` ends.
     private func admitted(_ work: () async throws -> TaskOutcome) async throws -> TaskOutcome {
         defer { lease.release() }
-        if let url = origin.originalRequest.url { try await lease.hold(Origin(url)) }
+        // The reservation was made for the original request's origin: not worked out again.
+        if let first = lease.reservedOrigin ?? origin.originalRequest.url.map(Origin.init) {
+            try await lease.hold(first)
+        }
         return try await work()
     }
 
