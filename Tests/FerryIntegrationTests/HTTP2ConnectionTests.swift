@@ -64,7 +64,7 @@ struct HTTP2ConnectionTests {
     /// connection. (The pool once counted the stream free only after waking the reader, and
     /// a next download that got there first opened a connection nobody needed.)
     @Test func aFinishedStreamIsFreeBeforeTheNextDownloadAsks() async throws {
-        let root = try await makeHTTP2Root("h2-refill", mebibytes: 1)
+        let root = try await makeHTTP2Root("h2-refill", mebibytes: 0)
         defer { try? FileManager.default.removeItem(at: root) }
         let small = Data((0..<16_384).map { UInt8(truncatingIfNeeded: $0 &* 31) })
         try small.write(to: root.appendingPathComponent("small.bin"))

@@ -72,11 +72,12 @@ final class HTTP2Origin {
     }
 }
 
-/// A directory for an ``HTTP2Origin``: `file.bin` (`mebibytes` of random bytes) and `out/`.
+/// A directory for an ``HTTP2Origin``: `file.bin` (`mebibytes` of random bytes; none for 0)
+/// and `out/`.
 func makeHTTP2Root(_ label: String, mebibytes: Int = 1) async throws -> URL {
     let root = try makeTemporaryDirectory(label)
     try FileManager.default.createDirectory(at: root.appendingPathComponent("out"), withIntermediateDirectories: true)
-    try await makeRandomFile(root.appendingPathComponent("file.bin"), mebibytes: mebibytes)
+    if mebibytes > 0 { try await makeRandomFile(root.appendingPathComponent("file.bin"), mebibytes: mebibytes) }
     return root
 }
 

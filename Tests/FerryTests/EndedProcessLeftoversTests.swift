@@ -20,6 +20,10 @@ struct EndedProcessLeftoversTests {
         #expect(EndedProcessLeftovers.processID(in: "", tagLength: 0) == nil)
         #expect(EndedProcessLeftovers.processID(in: "ABCDEFGH-123", tagLength: 3) == nil)
         #expect(EndedProcessLeftovers.processID(in: "99999999999", tagLength: 0) == nil)
+        // Digits of other scripts are numbers to Swift, but no process id.
+        #expect(EndedProcessLeftovers.processID(in: "１２３", tagLength: 0) == nil)
+        #expect(EndedProcessLeftovers.processID(in: "١٢٣", tagLength: 0) == nil)
+        #expect(EndedProcessLeftovers.processID(in: "12a", tagLength: 0) == nil)
     }
 
     @Test func anEndedProcessesDirectoryGoesAndEverythingElseStays() throws {
@@ -35,7 +39,11 @@ struct EndedProcessLeftoversTests {
         try ended.run()
         ended.waitUntilExit()
         let gone = ended.processIdentifier
-        try #require(kill(gone, 0) == -1 && errno == ESRCH)
+        // Every name below that is kept for another reason (a link, a file, another owner)
+        // names an ended process too, so that it is kept for that reason alone.
+        for pid in [gone, gone + 1_000_000, gone + 2_000_000, gone * 10] {
+            try #require(kill(pid, 0) == -1 && errno == ESRCH, "process \(pid) exists")
+        }
 
         func make(_ name: String) throws {
             try FileManager.default.createDirectory(

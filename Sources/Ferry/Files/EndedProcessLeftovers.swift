@@ -55,7 +55,7 @@ package enum EndedProcessLeftovers {
             guard fields.count == 2, fields[1].count == tagLength else { return nil }
             digits = fields[0]
         }
-        guard !digits.isEmpty, digits.allSatisfy(\.isASCII), digits.allSatisfy(\.isNumber),
+        guard !digits.isEmpty, digits.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
             let pid = pid_t(digits), pid > 0
         else { return nil }
         return pid
