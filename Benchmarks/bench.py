@@ -231,7 +231,13 @@ def built_from():
     """What the figures were measured with: Ferry's commit, the versions Package.resolved
     pinned for the transport, and the peers' versions. A change in any of them moves the
     figures as much as a change in Ferry does, so a later run can be compared fairly."""
-    commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(["git", "describe", "--always"], capture_output=True, text=True).stdout.strip()
+    # BENCHMARKS.md itself is being written (`Benchmarks/run` tees into it): not a change
+    # to what was measured.
+    changed = subprocess.run(["git", "status", "--porcelain", "--", ".", ":(exclude)BENCHMARKS.md"],
+                             capture_output=True, text=True).stdout.strip()
+    if commit and changed:
+        commit += "-dirty"
     try:
         pins = {p["identity"]: p["state"].get("version") or p["state"].get("revision", "?")[:12]
                 for p in json.load(open("Package.resolved"))["pins"]}
