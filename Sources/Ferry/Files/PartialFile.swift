@@ -107,7 +107,12 @@ package final class PartialFile {
     private static func randomIdentifier() -> String {
         let digits: StaticString = "0123456789abcdef"
         var bytes: (UInt64, UInt64) = (0, 0)
-        if withUnsafeMutableBytes(of: &bytes, { getentropy($0.baseAddress, $0.count) }) != 0 {
+        #if canImport(Glibc)
+        let filled = withUnsafeMutableBytes(of: &bytes) { getentropy($0.baseAddress, $0.count) } == 0
+        #else
+        let filled = false
+        #endif
+        if !filled {
             var generator = SystemRandomNumberGenerator()
             bytes = (generator.next(), generator.next())
         }
