@@ -23,6 +23,8 @@ struct CookieParsingTests {
         #expect(SetCookieParser.cookie(from: "a=1; Domain=com", for: page, now: now) == nil)
         // An IP address only ever matches itself.
         #expect(!Cookie.domain("10.0.0.1", matches: "0.0.1"))
+        #expect(!Cookie.domain("10.1", matches: "1"), "an address in inet_aton's short form")
+        #expect(Cookie.domain("a.10.example", matches: "10.example"))
     }
 
     @Test func pathsAndDefaults() throws {

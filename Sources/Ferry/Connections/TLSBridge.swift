@@ -370,10 +370,3 @@ final class TLSBridge: Sendable {
         return refusal == nil ? .certificateVerified : .failed
     }
 }
-
-extension String {
-    /// Whether this is an IPv4 or IPv6 address rather than a name (no SNI for those).
-    var isIPAddress: Bool {
-        contains(":") || split(separator: ".", omittingEmptySubsequences: false).allSatisfy { UInt8($0) != nil }
-    }
-}

@@ -65,7 +65,7 @@ public struct Cookie: Sendable, Hashable, Codable, CustomStringConvertible {
     /// RFC 6265 §5.1.3.
     static func domain(_ host: String, matches domain: String) -> Bool {
         if host == domain { return true }
-        return host.hasSuffix("." + domain) && !isIPAddress(host)
+        return host.hasSuffix("." + domain) && !host.isIPAddress
     }
 
     /// RFC 6265 §5.1.4.
@@ -80,9 +80,5 @@ public struct Cookie: Sendable, Hashable, Codable, CustomStringConvertible {
         let path = url.requestPath
         guard path.hasPrefix("/"), let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return "/" }
         return String(path[..<slash])
-    }
-
-    static func isIPAddress(_ host: String) -> Bool {
-        host.contains(":") || (host.split(separator: ".").count == 4 && host.allSatisfy { $0.isNumber || $0 == "." })
     }
 }
