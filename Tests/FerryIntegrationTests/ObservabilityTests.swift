@@ -211,6 +211,35 @@ struct ObservabilityTests {
         for text in attributeTexts(spans) { #expect(!text.contains("s3cr3t")) }
     }
 
+    /// A task that waits for its slot gets its Swift task only when the slot is granted, from
+    /// the task that gave it up; its span still descends from the code that resumed it, not
+    /// from the task it waited behind.
+    @Test func aTaskThatWaitedForItsSlotDescendsFromItsCaller() async throws {
+        try await withServer { server in
+            let tracer = InMemoryTracer()
+            let session = try makeObservedSession(metrics: TestMetrics(), tracer: tracer) {
+                $0.httpMaximumConnectionsPerHost = 1
+            }
+            let first = session.dataTask(with: server.url("/bytes/2000?drip=100&interval=20&first=1"))
+            let second = session.dataTask(with: server.url("/bytes/10?second=1"))
+            let firstEvents = first.events
+            let secondEvents = second.events
+            tracer.withSpan("first caller") { _ in first.resume() }
+            tracer.withSpan("second caller") { _ in second.resume() }
+            _ = await collectEvents(firstEvents)
+            _ = await collectEvents(secondEvents)
+            #expect(first.error == nil && second.error == nil)
+            let spans = tracer.finishedSpans
+            let callers = try ["first caller", "second caller"].map { name in
+                try #require(spans.first { $0.operationName == name })
+            }
+            let tasks = spans.filter { $0.operationName == "GET data" }
+            #expect(tasks.count == 2)
+            #expect(Set(tasks.map(\.parentSpanID)) == Set(callers.map(\.spanID)))
+            #expect(Set(tasks.map(\.traceID)) == Set(callers.map(\.traceID)))
+        }
+    }
+
     /// OpenTelemetry: a client's 4xx is an error of its request's span; the task, which
     /// delivered the answer, succeeded.
     @Test func anErrorStatusMarksTheRequestSpanNotTheTask() async throws {

@@ -112,6 +112,41 @@ struct QueueTimeoutTests {
             #expect(second.receivedData == TestContent.data(size: 10))
         }
     }
+
+    /// A task waiting for its slot has no Swift task of its own yet; its resource timeout
+    /// still ends it, once, with the resource reason, and it sends nothing.
+    @Test func aResourceTimeoutDueInTheQueueEndsTheTaskUnsent() async throws {
+        try await withServer { server in
+            let session = try makeSession {
+                $0.httpMaximumConnectionsPerHost = 1
+                $0.timeoutIntervalForRequest = 30
+                $0.timeoutIntervalForResource = 1
+            }
+            // The holder's body takes 20 s; both tasks are resumed together, the second
+            // waits behind the first, and both resource timeouts come due while it waits.
+            let holder = session.dataTask(with: server.url("/bytes/2000?drip=10&interval=100"))
+            let calls = CallTally()
+            let failure = MutexBox<FerryError?>(nil)
+            let queued = session.dataTask(with: URLRequest(url: server.url("/bytes/10?queued=1"))) { _, _, error in
+                failure.mutate { $0 = error }
+                calls.record()
+            }
+            let holderEvents = holder.events
+            holder.resume()
+            queued.resume()
+            await calls.firstCall()
+            _ = await collectEvents(holderEvents)
+            #expect(holder.error?.reason == .timedOut(.resource))
+            #expect(failure.value?.reason == .timedOut(.resource), "\(String(describing: failure.value))")
+            #expect(server.requests.filter { $0.uri.hasPrefix("/bytes/10?") }.isEmpty, "the queued task was sent")
+            // A later task's handler runs after it in the same delivery context: by then a
+            // second call of the first handler would have happened.
+            let later = CallTally()
+            session.dataTask(with: URLRequest(url: server.url("/bytes/1"))) { _, _, _ in later.record() }.resume()
+            await later.firstCall()
+            #expect(calls.count == 1)
+        }
+    }
 }
 
 @Suite("Limits against hostile servers")

@@ -2,8 +2,9 @@ import Synchronization
 
 /// Enforces ``SessionConfiguration/httpMaximumConnectionsPerHost`` for one session.
 ///
-/// Owns a ``HostScheduler`` behind a lock and parks waiting tasks on continuations. Safe to
-/// call from any thread; `acquire` honours task cancellation by leaving the queue. Each
+/// Owns a ``HostScheduler`` behind a lock and parks waiting tasks on continuations (or, for a
+/// transfer that has no Swift task yet, keeps what starts it: ``whenGranted(_:start:)``).
+/// Safe to call from any thread; `acquire` honours task cancellation by leaving the queue. Each
 /// transfer holds its slots through a ``Lease``; this is the session's only per-host limit
 /// (AsyncHTTPClient's pool is given the same number, so it opens the connections the
 /// limiter lets through).
@@ -14,6 +15,9 @@ final class HostLimiter: Sendable {
         var parked: [HostScheduler.Ticket: CheckedContinuation<Void, any Error>] = [:]
         var cancelledBeforeParking: Set<HostScheduler.Ticket> = []
         var grantedBeforeParking: Set<HostScheduler.Ticket> = []
+        /// What makes the Swift task of a transfer that has none yet, run once its place
+        /// is granted (see ``whenGranted(_:start:)``).
+        var starters: [HostScheduler.Ticket: @Sendable () -> Void] = [:]
     }
 
     private let state: Mutex<State>
@@ -28,6 +32,9 @@ final class HostLimiter: Sendable {
         let origin: Origin
         /// `nil` when a slot was free.
         fileprivate let ticket: HostScheduler.Ticket?
+
+        /// The place is in the queue: no slot was free when it was taken.
+        var waits: Bool { ticket != nil }
     }
 
     /// Takes a place in `origin`'s queue (or its slot, when one is free) now, ahead of the
@@ -43,6 +50,20 @@ final class HostLimiter: Sendable {
         }
     }
 
+    /// Runs `start` once `reservation` is granted its slot, on the thread that gives the slot
+    /// up, so that a queued transfer needs no Swift task until it can run. Returns `true`,
+    /// without keeping `start`, when the place is granted already (or was never queued): the
+    /// caller starts at once. Either way the transfer then takes its slot with
+    /// ``acquire(_:)``, which returns at once.
+    func whenGranted(_ reservation: Reservation, start: @escaping @Sendable () -> Void) -> Bool {
+        guard let ticket = reservation.ticket else { return true }
+        return state.withLock { state in
+            if state.grantedBeforeParking.contains(ticket) { return true }
+            state.starters[ticket] = start
+            return false
+        }
+    }
+
     /// Waits until `reservation` holds its slot. Throws `CancellationError` if the calling
     /// task is cancelled while waiting; then no slot is held.
     func acquire(_ reservation: Reservation) async throws {
@@ -51,6 +72,7 @@ final class HostLimiter: Sendable {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let early: Result<Void, any Error>? = state.withLock { state in
+                    state.starters[ticket] = nil  // its transfer runs now
                     if state.cancelledBeforeParking.remove(ticket) != nil {
                         return .failure(CancellationError())
                     }
@@ -83,6 +105,7 @@ final class HostLimiter: Sendable {
             return
         }
         let holdsSlot = state.withLock { state in
+            state.starters[ticket] = nil
             switch state.scheduler.abandon(ticket, for: reservation.origin) {
             case .removed: return false
             case .notWaiting: return state.grantedBeforeParking.remove(ticket) != nil
@@ -98,15 +121,24 @@ final class HostLimiter: Sendable {
 
     /// Gives the slot back, waking the next waiter for `origin` if there is one.
     func release(for origin: Origin) {
-        let next: CheckedContinuation<Void, any Error>? = state.withLock { state in
+        enum Next {
+            case nothing
+            case resume(CheckedContinuation<Void, any Error>)
+            case start(@Sendable () -> Void)
+        }
+        let next: Next = state.withLock { state in
             switch state.scheduler.release(for: origin) {
-            case .none: return nil
+            case .none: return .nothing
             case .grant(let ticket):
-                if let parked = state.parked.removeValue(forKey: ticket) { return parked }
+                if let parked = state.parked.removeValue(forKey: ticket) { return .resume(parked) }
                 state.grantedBeforeParking.insert(ticket)
-                return nil
+                return state.starters.removeValue(forKey: ticket).map(Next.start) ?? .nothing
             }
         }
-        next?.resume()
+        switch next {
+        case .nothing: break
+        case .resume(let continuation): continuation.resume()
+        case .start(let start): start()
+        }
     }
 }

@@ -66,7 +66,7 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
         var nextSubscriber = 0
         var completionWaiters: [CheckedContinuation<Void, Never>] = []
         var pauseWaiters: [CheckedContinuation<Void, Never>] = []
-        var transfer: Task<Void, Never>?
+        var transfer: TransferHandle?
         /// The running transfer's metrics and spans, when the session records any.
         var telemetry: TaskTelemetry?
         var lastActivity = ContinuousClock.now
@@ -326,7 +326,7 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
     func cancel(with error: FerryError) {
         enum Next {
             case nothing
-            case stop(Task<Void, Never>?, [CheckedContinuation<Void, Never>])
+            case stop(TransferHandle?, [CheckedContinuation<Void, Never>])
             case completed(TaskClient.Completion)
         }
         let next: Next = storage.withLock { storage in

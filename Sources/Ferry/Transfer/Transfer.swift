@@ -16,10 +16,11 @@ import FoundationNetworking
 /// redirects, and streams the body into memory or a partial file, under the session's idle
 /// and resource timeouts.
 ///
-/// One `Transfer` runs in one Swift task, created by ``SessionTask/resume()``; cancelling that
-/// Swift task stops it. It reports to the task (progress, events) and ends by calling
+/// One `Transfer` runs in one Swift task, made by ``SessionTask/resume()`` (through
+/// ``LocalRunner``: at once, or when its slot in the per-host queue is granted); cancelling
+/// that Swift task stops it. It reports to the task (progress, events) and ends by calling
 /// ``SessionTask/transferDidFinish(error:outcome:)`` exactly once on every task it drove.
-final class Transfer: Sendable {
+final class Transfer: TimeoutChecking {
     let session: Session
     let origin: SessionTask
     /// The task whose timing the watchdog reads: the data task, or the download it became.
@@ -73,9 +74,15 @@ final class Transfer: Sendable {
     /// The task this transfer was started for.
     var task: SessionTask { origin }
 
-    func run() async {
+    /// Runs the transfer to its end. `late`: its Swift task was made only once it could
+    /// start (it waited for its slot without one), so its resource timeout may be due
+    /// already; then it ends with it before it sends anything. (Not the idle timeout: a
+    /// Swift task may start seconds after it was made on a loaded machine, and that is no
+    /// silence of the server's.)
+    func run(late: Bool = false) async {
         let watchdog = engine.watchdog
         watchdog.watch(self)
+        if late { checkTimeouts(idle: false) }
         let outcome: TaskOutcome?
         let failure: FerryError?
         do {
@@ -113,6 +120,8 @@ final class Transfer: Sendable {
         if let first = lease.reservedOrigin ?? origin.originalRequest.url.map(Origin.init) {
             try await lease.hold(first)
         }
+        // Stopped (cancelled, or a timeout came due) while it waited: nothing is sent.
+        try Task.checkCancellation()
         return try await work()
     }
 
@@ -123,6 +132,11 @@ final class Transfer: Sendable {
     /// cancellation of the transfer's Swift task; ``ferryError(from:)`` then reports the
     /// timeout, and a download keeps its bytes for a resume, as after any failure.
     func checkTimeouts() {
+        checkTimeouts(idle: true)
+    }
+
+    /// ``checkTimeouts()``, the idle timeout left out when `idle` is `false`.
+    private func checkTimeouts(idle checksIdle: Bool) {
         let idle = Duration.seconds(options.idleTimeout)
         let resource = Duration.seconds(configuration.timeoutIntervalForResource)
         let deadlines = active.withLock { $0 }.client.timeoutDeadlines(idle: idle, resource: resource)
@@ -133,7 +147,7 @@ final class Transfer: Sendable {
                 .timedOut(.resource),
                 "The transfer took longer than \(configuration.timeoutIntervalForResource) s (timeoutIntervalForResource)."
             )
-        } else if let idleDeadline = deadlines.idle, now >= idleDeadline {
+        } else if checksIdle, let idleDeadline = deadlines.idle, now >= idleDeadline {
             timeout = FerryError(
                 .timedOut(.idle),
                 "No data moved for \(options.idleTimeout) s (\(options.idleTimeoutSource))."

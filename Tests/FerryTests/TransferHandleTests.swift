@@ -1,0 +1,129 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import Ferry
+
+/// A transfer queued behind the per-host limit has no Swift task until its slot is granted:
+/// the handle that stands in for it, and the limiter's side of the hand-over.
+@Suite("Transfers started when their slot is granted")
+struct TransferHandleTests {
+    let origin = Origin(URL(string: "http://a.example")!)
+
+    /// What a waiting handle's stand-in transfer saw: how often it was made, and whether it
+    /// ran cancelled (it sleeps until it is).
+    final class Probe: Sendable {
+        private let state = Mutex((made: 0, ranCancelled: false))
+        var made: Int { state.withLock { $0.made } }
+        var ranCancelled: Bool { state.withLock { $0.ranCancelled } }
+
+        func handle(deadline: ContinuousClock.Instant = .now + .seconds(3600)) -> TransferHandle {
+            TransferHandle(resourceDeadline: deadline) { _ in
+                self.state.withLock { $0.made += 1 }
+                return Task {
+                    try? await Task.sleep(for: .seconds(3600))
+                    let cancelled = Task.isCancelled
+                    self.state.withLock { $0.ranCancelled = cancelled }
+                }
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aWaitingHandleMakesItsSwiftTaskOnce() async {
+        let probe = Probe()
+        let handle = probe.handle()
+        #expect(probe.made == 0, "made before it was started")
+        let first = handle.start()
+        let second = handle.start()
+        #expect(first == second)
+        #expect(probe.made == 1)
+        handle.cancel()
+        await first.value
+        #expect(probe.made == 1)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func cancellingAWaitingHandleStartsItsSwiftTaskCancelled() async {
+        let probe = Probe()
+        let handle = probe.handle()
+        handle.cancel()
+        #expect(probe.made == 1)
+        await handle.start().value  // ends only because it was cancelled
+        #expect(probe.ranCancelled)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func checkingTimeoutsStartsAHandleOnlyOnceItsResourceTimeoutIsDue() async {
+        let notDue = Probe()
+        let later = notDue.handle()
+        later.checkTimeouts()
+        #expect(notDue.made == 0)
+        let due = Probe()
+        let expired = due.handle(deadline: .now - .seconds(1))
+        expired.checkTimeouts()
+        expired.checkTimeouts()
+        #expect(due.made == 1)
+        #expect(notDue.made == 0)
+        expired.cancel()
+        later.cancel()
+        await expired.start().value
+        await later.start().value
+    }
+
+    @Test func aStartedHandleIsTheTaskItWasGiven() {
+        let task = Task {}
+        let handle = TransferHandle(started: task)
+        handle.checkTimeouts()
+        #expect(handle.start() == task)
+    }
+
+    @Test func aGrantRunsTheStarterOfTheWaitingPlace() async throws {
+        let limiter = HostLimiter(limit: 1)
+        let holder = limiter.reserve(for: origin, priority: 0.5)
+        #expect(!holder.waits)
+        let waiting = limiter.reserve(for: origin, priority: 0.5)
+        #expect(waiting.waits)
+        let started = Atomic(0)
+        #expect(!limiter.whenGranted(waiting) { started.add(1, ordering: .relaxed) })
+        #expect(started.load(ordering: .relaxed) == 0)
+        limiter.release(for: origin)
+        #expect(started.load(ordering: .relaxed) == 1, "the grant did not start the transfer")
+        try await limiter.acquire(waiting)  // the granted slot is taken at once
+        #expect(limiter.running(for: origin) == 1)
+        limiter.release(for: origin)
+        #expect(limiter.running(for: origin) == 0)
+        #expect(started.load(ordering: .relaxed) == 1)
+    }
+
+    @Test func aPlaceGrantedBeforeItsStarterCameStartsAtOnce() async throws {
+        let limiter = HostLimiter(limit: 1)
+        _ = limiter.reserve(for: origin, priority: 0.5)
+        let waiting = limiter.reserve(for: origin, priority: 0.5)
+        limiter.release(for: origin)
+        let started = Atomic(0)
+        #expect(limiter.whenGranted(waiting) { started.add(1, ordering: .relaxed) })
+        #expect(started.load(ordering: .relaxed) == 0, "kept a starter for a place granted already")
+        try await limiter.acquire(waiting)
+        #expect(limiter.running(for: origin) == 1)
+        #expect(limiter.whenGranted(limiter.reserve(for: .init(URL(string: "http://b.example")!), priority: 0.5)) {})
+    }
+
+    @Test func aPlaceGivenUpOrCancelledNeverRunsItsStarter() async throws {
+        let limiter = HostLimiter(limit: 1)
+        _ = limiter.reserve(for: origin, priority: 0.5)
+        let givenUp = limiter.reserve(for: origin, priority: 0.5)
+        let cancelled = limiter.reserve(for: origin, priority: 0.5)
+        let started = Atomic(0)
+        _ = limiter.whenGranted(givenUp) { started.add(1, ordering: .relaxed) }
+        _ = limiter.whenGranted(cancelled) { started.add(1, ordering: .relaxed) }
+        limiter.giveUp(givenUp)
+        // A transfer cancelled in the queue gets its Swift task, cancelled, and leaves there.
+        let waiter = Task { try await limiter.acquire(cancelled) }
+        waiter.cancel()
+        await #expect(throws: CancellationError.self) { try await waiter.value }
+        limiter.release(for: origin)
+        #expect(started.load(ordering: .relaxed) == 0)
+        #expect(limiter.running(for: origin) == 0, "a slot went to a place that was left")
+    }
+}
