@@ -73,6 +73,24 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
             wakeTimer = nil
             return (parts, demand)
         }
+
+        /// What ``ResponseStream/take()`` answers at once: everything buffered, or the end (an
+        /// empty buffer, or the failure), or `nil` when it must wait for bytes.
+        mutating func takeReady() -> (
+            ready: Result<CircularBuffer<ByteBuffer>, any Error>?, demand: EventLoopPromise<Void>?
+        ) {
+            if !parts.isEmpty {
+                let (parts, demand) = takeParts()
+                return (.success(parts), demand)
+            }
+            switch end {
+            case .success: return (.success([]), nil)
+            case .failure(let error): return (.failure(error), nil)
+            case nil: break
+            }
+            if abandoned { return (.failure(CancellationError()), nil) }
+            return (nil, nil)
+        }
     }
 
     private let state = Mutex(State())
@@ -130,22 +148,19 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
 
     /// Everything buffered so far, waiting for bytes if there are none; empty at the end.
     func take() async throws -> CircularBuffer<ByteBuffer> {
-        try await withTaskCancellationHandler {
+        // Most takes find bytes (or the end) waiting: answered without a continuation, unless
+        // the caller is cancelled, which the waiting path below turns into an abandon.
+        if !Task.isCancelled {
+            let (ready, demand) = state.withLock { $0.takeReady() }
+            demand?.succeed()
+            if let ready { return try ready.get() }
+        }
+        return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                let (ready, demand) = state.withLock {
-                    state -> (Result<CircularBuffer<ByteBuffer>, any Error>?, EventLoopPromise<Void>?) in
-                    if !state.parts.isEmpty {
-                        let (parts, demand) = state.takeParts()
-                        return (.success(parts), demand)
-                    }
-                    switch state.end {
-                    case .success: return (.success([]), nil)
-                    case .failure(let error): return (.failure(error), nil)
-                    case nil: break
-                    }
-                    if state.abandoned { return (.failure(CancellationError()), nil) }
-                    state.bodyWaiter = continuation
-                    return (nil, nil)
+                let (ready, demand) = state.withLock { state in
+                    let taken = state.takeReady()
+                    if taken.ready == nil { state.bodyWaiter = continuation }
+                    return taken
                 }
                 demand?.succeed()
                 if let ready { continuation.resume(with: ready) }

@@ -69,6 +69,12 @@ final class HostLimiter: Sendable {
     func acquire(_ reservation: Reservation) async throws {
         let origin = reservation.origin
         guard let ticket = reservation.ticket else { return }
+        // A transfer started by its grant (``whenGranted(_:start:)``) finds its slot here.
+        let granted = state.withLock { state in
+            state.starters[ticket] = nil
+            return state.grantedBeforeParking.remove(ticket) != nil
+        }
+        if granted { return }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let early: Result<Void, any Error>? = state.withLock { state in

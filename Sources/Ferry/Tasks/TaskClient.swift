@@ -24,6 +24,11 @@ struct TaskClient: Sendable {
 
     /// Waits while the task is suspended. Throws when the transfer is cancelled.
     func waitWhilePaused() async throws {
+        // Asked before every read: answered without a continuation while the task runs.
+        if task.storage.withLock({ $0.machine.state != .paused }) {
+            try Task.checkCancellation()
+            return
+        }
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let wait = task.storage.withLock { storage in
