@@ -1,5 +1,6 @@
 package import Foundation
 import NIOCore
+import NIOPosix
 
 #if canImport(Glibc)
 import Glibc
@@ -233,6 +234,20 @@ package final class PartialFile {
     /// Flushes written data to stable storage.
     func flush() throws {
         guard descriptor >= 0 else { return }
+        try Self.flush(descriptor, path: path)
+    }
+
+    /// ``flush()`` on NIO's pool for blocking work, so that a disk's `fsync` (milliseconds
+    /// each on many disks) never holds one of Swift's few cooperative threads: with a
+    /// thousand small downloads those are the threads every other download needs.
+    func flushAside() async throws {
+        guard descriptor >= 0 else { return }
+        let descriptor = descriptor
+        let path = path
+        try await NIOThreadPool.singleton.runIfActive { try Self.flush(descriptor, path: path) }
+    }
+
+    private static func flush(_ descriptor: Int32, path: String) throws {
         guard fsync(descriptor) == 0 || errno == EINVAL else {
             throw FileSystem.error("Cannot flush '\(path)'")
         }

@@ -184,7 +184,7 @@ extension Downloader {
                     throw error
                 }
             }
-            try file.flush()
+            try await file.flushAside()
         } catch {
             if let plan = segments?.plan {
                 machine.recordWritten(upTo: plan.contiguousPrefix)
