@@ -78,7 +78,6 @@ final class HostLimiter: Sendable {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let early: Result<Void, any Error>? = state.withLock { state in
-                    state.starters[ticket] = nil  // its transfer runs now
                     if state.cancelledBeforeParking.remove(ticket) != nil {
                         return .failure(CancellationError())
                     }
