@@ -14,27 +14,72 @@ final class ServerProcess {
 
     /// Starts `arguments` (with `PORT` replaced by `port`, or a free port) and waits until it
     /// accepts.
+    ///
+    /// The wait is for a state, not a time: it ends when the server accepts, or when its
+    /// process has exited (then its output is recorded, and a server given no fixed port is
+    /// tried again on another: a port found free can be taken by another test's server before
+    /// this one binds it). A server alive but silent for a minute fails the test.
     init(_ executable: String, _ arguments: [String], port: Int? = nil, files: [String: String] = [:]) async throws {
         let directory = try makeTemporaryDirectory("server")
-        let port = try port ?? Nginx.freePort()
         self.directory = directory
-        self.port = port
-        for (name, text) in files {
-            let resolved = text.replacingOccurrences(of: "PORT", with: "\(port)")
-            try resolved.write(to: directory.appendingPathComponent(name), atomically: true, encoding: .utf8)
-        }
-        let resolved = arguments.map {
-            $0.replacingOccurrences(of: "PORT", with: "\(port)").replacingOccurrences(of: "DIR", with: directory.path)
-        }
         let log = directory.appendingPathComponent("server.log").path
-        pid = try ProcessRunner.spawn(executable, resolved, stdout: log, stderr: log)
-        for _ in 0..<400 {
-            if Nginx.accepts(port: port) { return }
-            try await Task.sleep(for: .milliseconds(25))
+        var attempt = 0
+        while true {
+            attempt += 1
+            let chosen = try port ?? Nginx.freePort()
+            for (name, text) in files {
+                let resolved = text.replacingOccurrences(of: "PORT", with: "\(chosen)")
+                try resolved.write(to: directory.appendingPathComponent(name), atomically: true, encoding: .utf8)
+            }
+            let resolved = arguments.map {
+                $0.replacingOccurrences(of: "PORT", with: "\(chosen)").replacingOccurrences(
+                    of: "DIR",
+                    with: directory.path
+                )
+            }
+            let pid = try ProcessRunner.spawn(executable, resolved, stdout: log, stderr: log)
+            let state = await Self.waitUntilAccepting(pid: pid, port: chosen)
+            let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            switch state {
+            case .accepting:
+                self.port = chosen
+                self.pid = pid
+                return
+            case .exited(let status) where port == nil && attempt < 3:
+                print(
+                    "\(executable) exited (\(status)) before accepting on \(chosen), trying another port: \(output)"
+                )
+                continue
+            case .exited(let status):
+                Issue.record("\(executable) exited (\(status)) before accepting on \(chosen): \(output)")
+            case .silent:
+                ProcessRunner.stop(pid)
+                Issue.record("\(executable) did not accept on \(chosen) within a minute: \(output)")
+            }
+            try? FileManager.default.removeItem(at: directory)
+            throw CancellationError()
         }
-        stop()
-        Issue.record("\(executable) did not start: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
-        throw CancellationError()
+    }
+
+    private enum StartState {
+        case accepting
+        /// The process ended (and was reaped): how, in words.
+        case exited(String)
+        case silent
+    }
+
+    private static func waitUntilAccepting(pid: pid_t, port: Int) async -> StartState {
+        var status: Int32 = 0
+        for _ in 0..<2_400 {
+            // Ended first: a port another server took is not this server accepting.
+            if waitpid(pid, &status, WNOHANG) == pid {
+                let signal = status & 0x7f
+                return .exited(signal == 0 ? "status \((status >> 8) & 0xff)" : "signal \(signal)")
+            }
+            if Nginx.accepts(port: port) { return .accepting }
+            try? await Task.sleep(for: .milliseconds(25))
+        }
+        return .silent
     }
 
     /// What the server printed so far (standard output and error).
