@@ -85,8 +85,13 @@ enum ProcessRunner {
             peak = max(peak, highWaterResidentKiB(of: pid) ?? 0)
             usleep(10_000)
         }
-        let exitStatus: Int32 = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
-        return (exitStatus, peak)
+        return (exitStatus(fromWaitStatus: status), peak)
+    }
+
+    /// A `waitpid` status as a shell reports it: the exit status, or 128 + the signal that
+    /// ended the process.
+    static func exitStatus(fromWaitStatus status: Int32) -> Int32 {
+        (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
     }
 
     /// `VmHWM` of a running process, in KiB.

@@ -22,7 +22,7 @@ final class ServerProcess {
     init(_ executable: String, _ arguments: [String], port: Int? = nil, files: [String: String] = [:]) async throws {
         let directory = try makeTemporaryDirectory("server")
         self.directory = directory
-        let log = directory.appendingPathComponent("server.log").path
+        let log = Self.log(in: directory).path
         var attempt = 0
         while true {
             attempt += 1
@@ -47,11 +47,11 @@ final class ServerProcess {
                 return
             case .exited(let status) where port == nil && attempt < 3:
                 print(
-                    "\(executable) exited (\(status)) before accepting on \(chosen), trying another port: \(output)"
+                    "\(executable) exited (status \(status)) before accepting on \(chosen), trying another port: \(output)"
                 )
                 continue
             case .exited(let status):
-                Issue.record("\(executable) exited (\(status)) before accepting on \(chosen): \(output)")
+                Issue.record("\(executable) exited (status \(status)) before accepting on \(chosen): \(output)")
             case .silent:
                 ProcessRunner.stop(pid)
                 Issue.record("\(executable) did not accept on \(chosen) within a minute: \(output)")
@@ -63,8 +63,8 @@ final class ServerProcess {
 
     private enum StartState {
         case accepting
-        /// The process ended (and was reaped): how, in words.
-        case exited(String)
+        /// The process ended (and was reaped) with this exit status (128 + a signal).
+        case exited(Int32)
         case silent
     }
 
@@ -73,8 +73,7 @@ final class ServerProcess {
         for _ in 0..<2_400 {
             // Ended first: a port another server took is not this server accepting.
             if waitpid(pid, &status, WNOHANG) == pid {
-                let signal = status & 0x7f
-                return .exited(signal == 0 ? "status \((status >> 8) & 0xff)" : "signal \(signal)")
+                return .exited(ProcessRunner.exitStatus(fromWaitStatus: status))
             }
             if Nginx.accepts(port: port) { return .accepting }
             try? await Task.sleep(for: .milliseconds(25))
@@ -82,9 +81,14 @@ final class ServerProcess {
         return .silent
     }
 
+    /// Where the server's standard output and error go.
+    private static func log(in directory: URL) -> URL {
+        directory.appendingPathComponent("server.log")
+    }
+
     /// What the server printed so far (standard output and error).
     var output: String {
-        (try? String(contentsOf: directory.appendingPathComponent("server.log"), encoding: .utf8)) ?? ""
+        (try? String(contentsOf: Self.log(in: directory), encoding: .utf8)) ?? ""
     }
 
     func stop() {
