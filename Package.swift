@@ -58,6 +58,7 @@ let package = Package(
         .target(
             name: "Ferry",
             dependencies: [
+                "CFerrySystem",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -90,6 +91,8 @@ let package = Package(
             ],
             swiftSettings: strictSwift6
         ),
+        // System calls Swift's Glibc module leaves out (fstatfs).
+        .target(name: "CFerrySystem"),
         // libcurl loaded on first use: Ferry's programs use URLRequest but never URLSession, so
         // linked "as needed" (scripts/build-release) they do not load libcurl at all.
         .target(name: "FerryLazyLibcurl", linkerSettings: [.linkedLibrary("dl")]),

@@ -41,6 +41,33 @@ struct DownloadTaskTests {
         }
     }
 
+    /// Partial files in memory (`TMPDIR` on tmpfs) are never flushed: the body lands whole
+    /// beside them (a rename) and on a disk (copied, and the copy flushed), and no partial is
+    /// left behind.
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: "/dev/shm")))
+    func partialsInMemoryLandWholeInMemoryAndOnADisk() async throws {
+        let memory = URL(fileURLWithPath: "/dev/shm/ferry-test-\(UUID().uuidString.prefix(8))", isDirectory: true)
+        try FileManager.default.createDirectory(at: memory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: memory) }
+        try await withServer { server in
+            let partials = memory.appendingPathComponent("partials")
+            let session = try makeSession { $0.downloadsDirectory = partials }
+            let targets = [
+                memory.appendingPathComponent("in-memory.bin"),
+                try makeTemporaryDirectory().appendingPathComponent("on-disk.bin"),
+            ]
+            for (seed, target) in targets.enumerated() {
+                let (url, _) = try await session.download(
+                    from: server.url("/bytes/3000000?seed=\(seed)"),
+                    to: .file(target)
+                )
+                #expect(url == target)
+                #expect(try await sha256(of: target) == TestContent.sha256(size: 3_000_000, seed: UInt64(seed)))
+            }
+            #expect(files(in: partials).isEmpty)
+        }
+    }
+
     @Test func errorStatusNeverReachesTheDestination() async throws {
         try await withServer { server in
             let session = try makeSession()

@@ -64,4 +64,37 @@ struct HeldDirectoryTests {
             #expect(try Data(contentsOf: destination) == body)
         }
     }
+
+    /// A directory on a file system held in memory (tmpfs, ramfs) is known as one, so that
+    /// its partial files are never flushed; any other is not. Checked against `stat -f` for
+    /// `/dev/shm` (tmpfs), the temporary directory and the package's own (on a disk).
+    @Test func aFileSystemInMemoryIsKnownAsVolatile() throws {
+        let paths = [
+            "/dev/shm", FileManager.default.temporaryDirectory.path,
+            URL(fileURLWithPath: #filePath).deletingLastPathComponent().path,
+        ]
+        var seen: Set<Bool> = []
+        for path in paths where FileManager.default.fileExists(atPath: path) {
+            let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            try #require(descriptor >= 0)
+            let held = HeldDirectory(descriptor: descriptor)
+            let type = try Self.fileSystemType(of: path)
+            #expect(held.isVolatile == ["tmpfs", "ramfs"].contains(type), "\(path) is on \(type)")
+            seen.insert(held.isVolatile)
+        }
+        #expect(seen == [true, false], "a directory in memory and one on a disk were both checked")
+    }
+
+    /// The file system type `stat -f` names for `path`.
+    private static func fileSystemType(of path: String) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/stat")
+        process.arguments = ["-f", "-c", "%T", path]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
 }

@@ -1,3 +1,4 @@
+import CFerrySystem
 import Synchronization
 
 #if canImport(Glibc)
@@ -17,10 +18,22 @@ import Darwin
 final class HeldDirectory: Sendable {
     /// The open directory. Valid while this object lives.
     let descriptor: Int32
+    /// The directory's file system keeps nothing across a restart (tmpfs, ramfs): its files
+    /// are never flushed, `fsync(2)` having no storage to wait for there.
+    let isVolatile: Bool
 
     /// Takes ownership of `descriptor`, an open directory.
     init(descriptor: Int32) {
         self.descriptor = descriptor
+        isVolatile = Self.isVolatile(descriptor)
+    }
+
+    /// Whether the file system `descriptor` lives on is held in memory only.
+    private static func isVolatile(_ descriptor: Int32) -> Bool {
+        switch ferry_file_system_type(descriptor) {
+        case 0x0102_1994, 0x8584_58f6: true  // TMPFS_MAGIC, RAMFS_MAGIC (linux/magic.h)
+        default: false
+        }
     }
 
     deinit {

@@ -231,17 +231,19 @@ package final class PartialFile {
         length = size
     }
 
-    /// Flushes written data to stable storage.
+    /// Flushes written data to stable storage; nothing to do on a file system held in memory
+    /// (``HeldDirectory/isVolatile``), whose files a restart loses whether flushed or not.
     func flush() throws {
-        guard descriptor >= 0 else { return }
+        guard descriptor >= 0, !directory.isVolatile else { return }
         try Self.flush(descriptor, path: path)
     }
 
     /// ``flush()`` on NIO's pool for blocking work, so that a disk's `fsync` (milliseconds
     /// each on many disks) never holds one of Swift's few cooperative threads: with a
-    /// thousand small downloads those are the threads every other download needs.
+    /// thousand small downloads those are the threads every other download needs. In memory
+    /// (`TMPDIR` on tmpfs) there is nothing to flush, and no hop to the pool and back.
     func flushAside() async throws {
-        guard descriptor >= 0 else { return }
+        guard descriptor >= 0, !directory.isVolatile else { return }
         let descriptor = descriptor
         let path = path
         try await NIOThreadPool.singleton.runIfActive { try Self.flush(descriptor, path: path) }

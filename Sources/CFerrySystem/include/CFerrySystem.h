@@ -1,0 +1,14 @@
+// System calls Swift's Glibc module leaves out, for the Ferry target.
+//
+// The Glibc module map Swift ships includes <sys/statvfs.h> but not <sys/vfs.h>, so
+// `fstatfs(2)`, the one call that names a file system's type, is not reachable from Swift.
+
+#ifndef C_FERRY_SYSTEM_H
+#define C_FERRY_SYSTEM_H
+
+/// The type of the file system that `descriptor` lives on (`f_type` of `fstatfs(2)`, one of
+/// the magic numbers of <linux/magic.h>), or -1 when it cannot be read or on systems
+/// without `fstatfs`.
+long ferry_file_system_type(int descriptor);
+
+#endif
