@@ -3,12 +3,12 @@
 #if defined(__linux__)
 #include <sys/vfs.h>
 
-long ferry_file_system_type(int descriptor) {
+long long ferry_file_system_type(int descriptor) {
     struct statfs info;
-    return fstatfs(descriptor, &info) == 0 ? (long)info.f_type : -1;
+    return fstatfs(descriptor, &info) == 0 ? (long long)(unsigned int)info.f_type : -1;
 }
 #else
-long ferry_file_system_type(int descriptor) {
+long long ferry_file_system_type(int descriptor) {
     (void)descriptor;
     return -1;
 }

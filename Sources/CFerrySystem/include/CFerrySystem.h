@@ -7,8 +7,8 @@
 #define C_FERRY_SYSTEM_H
 
 /// The type of the file system that `descriptor` lives on (`f_type` of `fstatfs(2)`, one of
-/// the magic numbers of <linux/magic.h>), or -1 when it cannot be read or on systems
-/// without `fstatfs`.
-long ferry_file_system_type(int descriptor);
+/// the 32-bit magic numbers of <linux/magic.h>, never negative: `f_type` is signed, and 32
+/// bits wide on some systems), or -1 when it cannot be read or on systems without `fstatfs`.
+long long ferry_file_system_type(int descriptor);
 
 #endif
