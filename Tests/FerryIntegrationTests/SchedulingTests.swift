@@ -127,6 +127,41 @@ struct SchedulingTests {
         }
     }
 
+    /// A slot given up starts the next queued transfer on the giving thread (until that one
+    /// suspends). Queued downloads that each fail at once (their destination's folder is a
+    /// file) hand the slot on one after another: every one ends with its own error, none is
+    /// left waiting, and the slot is free again afterwards.
+    @Test(.timeLimit(.minutes(2)))
+    func queuedDownloadsThatFailAtOnceAllEndAndFreeTheSlot() async throws {
+        try await withServer { server in
+            let session = try makeSession { $0.httpMaximumConnectionsPerHost = 1 }
+            let directory = try makeTemporaryDirectory()
+            let notAFolder = directory.appendingPathComponent("file")
+            try Data("x".utf8).write(to: notAFolder)
+            // Holds the slot while the others queue behind it.
+            let first = session.dataTask(with: server.url("/bytes/2000?drip=1000&interval=100"))
+            let failing = (0..<500).map { index in
+                session.downloadTask(
+                    with: server.url("/bytes/10"),
+                    to: .file(notAFolder.appendingPathComponent("\(index).bin"))
+                )
+            }
+            let firstEvents = first.events
+            let failingEvents = failing.map(\.events)
+            first.resume()
+            for task in failing { task.resume() }
+            _ = await collectEvents(firstEvents)
+            var errors: [FerryError?] = []
+            for events in failingEvents { errors.append(await collectEvents(events).last?.completionError ?? nil) }
+            #expect(first.error == nil)
+            #expect(errors.count == 500)
+            #expect(errors.allSatisfy { $0 != nil && $0?.reason != .cancelled })
+            let after = try await session.data(from: server.url("/bytes/10"))
+            #expect(after.0.count == 10)
+            #expect(server.connectionStats.peak == 1)
+        }
+    }
+
     @Test func cancellingAWaitingTaskFreesNoSlotItDidNotHold() async throws {
         try await withServer { server in
             let session = try makeSession { $0.httpMaximumConnectionsPerHost = 1 }

@@ -18,7 +18,7 @@ struct TransferHandleTests {
         var ranCancelled: Bool { state.withLock { $0.ranCancelled } }
 
         func handle(deadline: ContinuousClock.Instant = .now + .seconds(3600)) -> TransferHandle {
-            TransferHandle(resourceDeadline: deadline) { _ in
+            TransferHandle(resourceDeadline: deadline) { _, _ in
                 self.state.withLock { $0.made += 1 }
                 return Task {
                     try? await Task.sleep(for: .seconds(3600))
@@ -36,10 +36,11 @@ struct TransferHandleTests {
         #expect(probe.made == 0, "made before it was started")
         let first = handle.start()
         let second = handle.start()
+        #expect(first != nil)
         #expect(first == second)
         #expect(probe.made == 1)
         handle.cancel()
-        await first.value
+        await first?.value
         #expect(probe.made == 1)
     }
 
@@ -49,7 +50,7 @@ struct TransferHandleTests {
         let handle = probe.handle()
         handle.cancel()
         #expect(probe.made == 1)
-        await handle.start().value  // ends only because it was cancelled
+        await handle.start()?.value  // ends only because it was cancelled
         #expect(probe.ranCancelled)
     }
 
@@ -67,8 +68,84 @@ struct TransferHandleTests {
         #expect(notDue.made == 0)
         expired.cancel()
         later.cancel()
-        await expired.start().value
-        await later.start().value
+        await expired.start()?.value
+        await later.start()?.value
+    }
+
+    /// What the transfers of inline-start tests did, in order.
+    final class Log: Sendable {
+        private let lines = Mutex<[String]>([])
+        var entries: [String] { lines.withLock { $0 } }
+        func add(_ line: String) { lines.withLock { $0.append(line) } }
+
+        /// A handle whose transfer logs how it was made and that it began, runs `body`, then
+        /// sleeps until it is cancelled.
+        func handle(_ name: String, body: @escaping @Sendable () -> Void = {}) -> TransferHandle {
+            TransferHandle(resourceDeadline: .now + .seconds(3600)) { _, inline in
+                self.add("\(name) made inline: \(inline)")
+                let run: @Sendable () async -> Void = {
+                    self.add("\(name) began")
+                    body()
+                    try? await Task.sleep(for: .seconds(3600))
+                }
+                return inline ? Task.immediate(operation: run) : Task(operation: run)
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aGrantFromASwiftTaskRunsTheTransferOnItsThreadUntilItSuspends() async {
+        let log = Log()
+        let handle = log.handle("next")
+        let task = handle.start(inline: true)
+        log.add("start returned")
+        #expect(log.entries == ["next made inline: true", "next began", "start returned"])
+        handle.cancel()
+        await task?.value
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aGrantFromOutsideASwiftTaskQueuesTheTransfer() async {
+        let log = Log()
+        let handle = log.handle("next")
+        // A thread of no Swift task (an event loop's, say) never runs a transfer's work.
+        let task = await withCheckedContinuation { continuation in
+            Thread { continuation.resume(returning: handle.start(inline: true)) }.start()
+        }
+        #expect(log.entries.first == "next made inline: false")
+        handle.cancel()
+        await task?.value
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aTransferStartedInlineStartsTheNextOneQueued() async {
+        // One that ends before it suspends gives its slot to the next at once: that one is
+        // queued, so a run of them never nests on one thread's stack.
+        let log = Log()
+        let second = log.handle("second")
+        let first = log.handle("first") { second.start(inline: true) }
+        let task = first.start(inline: true)
+        #expect(log.entries.prefix(3) == ["first made inline: true", "first began", "second made inline: false"])
+        first.cancel()
+        second.cancel()
+        await task?.value
+        await second.start()?.value
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aTransferStartedInlineMayCancelItsOwnHandle() async {
+        // While it runs inline its handle is still being made: the cancel is kept, not
+        // waited for (which would deadlock), and reaches the task once it exists.
+        final class Own: Sendable {
+            let handle = Mutex<TransferHandle?>(nil)
+        }
+        let log = Log()
+        let own = Own()
+        let handle = log.handle("next") { own.handle.withLock { $0 }?.cancel() }
+        own.handle.withLock { $0 = handle }
+        let task = handle.start(inline: true)
+        #expect(task?.isCancelled == true)
+        await task?.value  // ends only because it was cancelled
     }
 
     @Test func aStartedHandleIsTheTaskItWasGiven() {

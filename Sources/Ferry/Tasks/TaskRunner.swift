@@ -42,20 +42,25 @@ struct LocalRunner: TaskRunner {
         let context = ServiceContext.current
         let taskPriority = Task.currentPriority
         let resource = Duration.seconds(session.configuration.timeoutIntervalForResource)
-        let handle = TransferHandle(resourceDeadline: .now + resource) { handle in
+        let handle = TransferHandle(resourceDeadline: .now + resource) { handle, inline in
             engine.watchdog.unwatch(handle)
-            return Task(priority: taskPriority) {
-                // Made inside the context: the task's span takes its parent from it.
+            // Made inside the context: the task's span takes its parent from it.
+            let body: @Sendable () async -> Void = {
                 let run = { await Transfer(task: task, session: session, admission: admission).run(late: true) }
                 guard let context else { return await run() }
                 await ServiceContext.withValue(context) { await run() }
             }
+            return inline
+                ? Task.immediate(priority: taskPriority, operation: body)
+                : Task(priority: taskPriority, operation: body)
         }
         // Watched before it can start, so that starting it always ends the watch.
         engine.watchdog.watch(handle)
+        // Granted by the transfer that gives the slot up: started on its thread, so the
+        // request goes out before that transfer's delivery, not after the executor's queue.
         let grantedAlready = engine.limiter.whenGranted(admission) {
             task.client.touch()  // waiting is not idleness: the idle timeout counts from here
-            handle.start()
+            handle.start(inline: true)
         }
         if grantedAlready { handle.start() }
         return handle
