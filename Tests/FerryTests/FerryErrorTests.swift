@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import Foundation
 import Testing
 
@@ -108,5 +109,16 @@ struct FerryErrorTests {
         let mapped = FerryError.mapping(CocoaError(.fileNoSuchFile))
         #expect((mapped.underlying as? CocoaError)?.code == .fileNoSuchFile)
         #expect(FerryError.mapping(CancellationError()).reason == .cancelled)
+    }
+
+    /// Every way AsyncHTTPClient says a connection took too long is a timeout, not a
+    /// failed transfer (its TLS handshake's came back as `.network` before).
+    @Test func connectionTimeoutsAreTimeouts() {
+        let timeouts: [HTTPClientError] = [
+            .readTimeout, .connectTimeout, .tlsHandshakeTimeout, .socksHandshakeTimeout, .httpProxyHandshakeTimeout,
+        ]
+        for timeout in timeouts {
+            #expect(FerryError.mapping(timeout).reason == .timedOut(.idle), "\(timeout)")
+        }
     }
 }

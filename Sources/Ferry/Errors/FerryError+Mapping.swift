@@ -24,7 +24,8 @@ extension FerryError {
                     "The request body did not match its declared length.",
                     underlying: error
                 )
-            case .readTimeout, .connectTimeout:
+            case .readTimeout, .connectTimeout, .tlsHandshakeTimeout, .socksHandshakeTimeout,
+                .httpProxyHandshakeTimeout:
                 return FerryError(.timedOut(.idle), "The connection timed out.", underlying: error)
             case .remoteConnectionClosed:
                 return FerryError(
