@@ -374,6 +374,16 @@ final class SilentListener: Sendable {
     }
 
     func close() { Glibc.close(descriptor) }
+
+    /// The connections in the listener's backlog: every one made to it so far (it never
+    /// accepts; one its client closed stays there too).
+    func pendingConnections() -> Int {
+        var info = tcp_info()
+        var length = socklen_t(MemoryLayout<tcp_info>.size)
+        guard getsockopt(descriptor, Int32(IPPROTO_TCP), Int32(TCP_INFO), &info, &length) == 0 else { return 0 }
+        // For a listening socket the kernel reports its accept queue's length here.
+        return Int(info.tcpi_unacked)
+    }
 }
 
 /// A TCP socket bound to a free loopback port, not listening yet; and the port.

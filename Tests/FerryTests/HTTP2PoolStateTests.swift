@@ -113,6 +113,24 @@ struct HTTP2PoolStateTests {
         #expect(state.lease(a) == .connect(opening: 2))
     }
 
+    @Test func aWaiterThatLeavesFreesItsPlaceInTheOpening() {
+        var state = State(maximumConnections: 32)
+        #expect(state.lease(a) == .connect(opening: 1))
+        _ = state.opened(1, limit: 8)
+        for _ in 0..<8 { #expect(state.lease(a) == .use(connection: 1)) }
+        #expect(state.lease(a) == .connect(opening: 2))
+        for _ in 0..<7 { #expect(state.lease(a) == .wait(opening: 2)) }
+        // Eight requests for eight streams: the next would open a third connection, unless
+        // one of them stopped waiting.
+        state.stoppedWaiting(2)
+        #expect(state.lease(a) == .wait(opening: 2))
+        #expect(state.lease(a) == .connect(opening: 3))
+        // An opening that ended already is left alone.
+        state.failed(3)
+        state.stoppedWaiting(3)
+        #expect(state.openings[3] == nil)
+    }
+
     @Test func anOriginThatChoseHTTP11IsRemembered() {
         var state = State(maximumConnections: 6)
         #expect(state.lease(a) == .connect(opening: 1))

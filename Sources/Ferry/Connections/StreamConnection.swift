@@ -136,7 +136,8 @@ final class StreamConnection: Sendable {
                 channel = try await bridge.connect(
                     to: origin,
                     via: proxy,
-                    on: MultiThreadedEventLoopGroup.singleton.next()
+                    on: MultiThreadedEventLoopGroup.singleton.next(),
+                    timeout: Engine.connectTimeout(seconds: timeout)
                 ) { outbound, opened in
                     try outbound.syncOptions?.setOption(.allowRemoteHalfClosure, value: true)
                     // Nearest the socket: below the bridge's TLS, if it started any.

@@ -33,7 +33,7 @@ final class TLSBridge: Sendable {
     typealias AskDelegate = @Sendable (ServerTrustChallenge) async -> ServerTrustDisposition
 
     private struct State {
-        var listeners: [Origin: EventLoopFuture<any Channel>] = [:]
+        var listeners: [Listener: EventLoopFuture<any Channel>] = [:]
         var failures: [Origin: any Error] = [:]
         /// The connection each traced request went over, until its transfer takes it.
         var connections: [String: ConnectionRecord] = [:]
@@ -51,6 +51,14 @@ final class TLSBridge: Sendable {
     private let directory: URL
     private let connectTimeout: TimeAmount
     private let state = Mutex(State())
+
+    /// A listener's origin, and how long the connections it pairs may take to connect
+    /// (seconds; `nil` for ``connectTimeout``): a request that may wait longer than the
+    /// session allows has listeners of its own (``Engine/connectLimit(covering:)``).
+    private struct Listener: Hashable {
+        var origin: Origin
+        var connectLimit: Int?
+    }
 
     init(evaluator: TrustEvaluator, proxy: Proxy?, connectTimeout: TimeAmount) throws {
         self.evaluator = evaluator
@@ -110,14 +118,24 @@ final class TLSBridge: Sendable {
     }
 
     /// The URL AsyncHTTPClient must use for `url`, and the `Host` field to send with it.
-    func route(_ url: URL) async throws -> (url: URL, host: String) {
+    ///
+    /// - Parameter connectLimit: how many seconds the connection to the origin may take
+    ///   (its TCP connect, a proxy's tunnel, the TLS handshake); `nil` for the session's.
+    func route(_ url: URL, connectLimit: Int? = nil) async throws -> (url: URL, host: String) {
         let origin = Origin(url)
+        let key = Listener(origin: origin, connectLimit: connectLimit)
+        let timeout = connectLimit.map { Engine.connectTimeout(seconds: TimeInterval($0)) } ?? connectTimeout
         let listener = state.withLock { state in
-            if let listener = state.listeners[origin] { return listener }
+            if let listener = state.listeners[key] { return listener }
             let path = directory.appendingPathComponent("\(state.nextSocket).sock").path
             state.nextSocket += 1
-            let listener = listen(at: path, for: origin, via: proxy?.applies(to: url) == true ? proxy : nil)
-            state.listeners[origin] = listener
+            let listener = listen(
+                at: path,
+                for: origin,
+                via: proxy?.applies(to: url) == true ? proxy : nil,
+                timeout: timeout
+            )
+            state.listeners[key] = listener
             return listener
         }
         let channel = try await listener.get()
@@ -169,10 +187,15 @@ final class TLSBridge: Sendable {
         try? FileManager.default.removeItem(at: directory)
     }
 
-    private func listen(at path: String, for origin: Origin, via proxy: Proxy?) -> EventLoopFuture<any Channel> {
+    private func listen(
+        at path: String,
+        for origin: Origin,
+        via proxy: Proxy?,
+        timeout: TimeAmount
+    ) -> EventLoopFuture<any Channel> {
         ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .childChannelInitializer { [self] inbound in
-                pair(inbound, withConnectionTo: origin, via: proxy)
+                pair(inbound, withConnectionTo: origin, via: proxy, timeout: timeout)
             }
             .bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true)
     }
@@ -182,9 +205,10 @@ final class TLSBridge: Sendable {
     private func pair(
         _ inbound: any Channel,
         withConnectionTo origin: Origin,
-        via proxy: Proxy?
+        via proxy: Proxy?,
+        timeout: TimeAmount
     ) -> EventLoopFuture<Void> {
-        connect(to: origin, via: proxy, on: inbound.eventLoop) { [self] outbound, connection in
+        connect(to: origin, via: proxy, on: inbound.eventLoop, timeout: timeout) { [self] outbound, connection in
             try BridgeRelay.install(client: inbound, server: outbound, connection: connection) {
                 [self] trace, used in
                 state.withLock { $0.connections[trace] = used }
@@ -201,22 +225,25 @@ final class TLSBridge: Sendable {
     /// verification alike. A failure is remembered for ``failure(for:)``, which says why in
     /// Ferry's terms (a refused certificate's reason, the proxy's ``ProxyChallenge``) where
     /// the future's error is NIO's.
+    ///
+    /// - Parameter timeout: for the TCP connect, and again for the tunnel and the handshake.
     func connect(
         to origin: Origin,
         via proxy: Proxy?,
         on loop: any EventLoop,
+        timeout: TimeAmount,
         install: @escaping @Sendable (any Channel, ConnectionRecord) throws -> Void
     ) -> EventLoopFuture<any Channel> {
         let handshake = loop.makePromise(of: Void.self)
         let connectStart = Date()
         let connectEnd = NIOLockedValueBox<Date?>(nil)
         let connected = ClientBootstrap(group: loop)
-            .connectTimeout(connectTimeout)
+            .connectTimeout(timeout)
             .channelInitializer { [self] outbound in
                 outbound.eventLoop.makeCompletedFuture {
                     let watcher = HandshakeWatcher(handshake)
                     try outbound.pipeline.syncOperations.addHandler(watcher)
-                    try openTunnel(on: outbound, to: origin, via: proxy, watcher: watcher) {
+                    try openTunnel(on: outbound, to: origin, via: proxy, timeout: timeout, watcher: watcher) {
                         connectEnd.withLockedValue { $0 = Date() }
                     }
                 }
@@ -225,9 +252,8 @@ final class TLSBridge: Sendable {
         connected.whenFailure { handshake.fail($0) }
         // The tunnel and the handshake get the connect timeout too: a server (or proxy) that
         // accepts and then says nothing does not hold two sockets for ever.
-        let connectTimeout = self.connectTimeout
         connected.whenSuccess { outbound in
-            let timer = loop.scheduleTask(in: connectTimeout) {
+            let timer = loop.scheduleTask(in: timeout) {
                 handshake.fail(HTTPClientError.connectTimeout)
                 outbound.close(promise: nil)
             }
@@ -270,6 +296,7 @@ final class TLSBridge: Sendable {
         on outbound: any Channel,
         to origin: Origin,
         via proxy: Proxy?,
+        timeout: TimeAmount,
         watcher: HandshakeWatcher,
         connected: @escaping () -> Void
     ) throws {
@@ -301,7 +328,7 @@ final class TLSBridge: Sendable {
                 targetHost: origin.host,
                 targetPort: origin.port,
                 headers: headers,
-                deadline: .now() + connectTimeout,
+                deadline: .now() + timeout,
                 promise: tunnel
             )
             try pipeline.addHandlers([encoder, decoder, observer, connect], position: .first)

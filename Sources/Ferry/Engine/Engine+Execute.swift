@@ -21,6 +21,9 @@ extension Engine {
         /// Which of a segmented download's connections it goes over; 0 for every other
         /// request (see ``Engine/client(for:decompressing:bridged:connection:)``).
         var connection = 0
+        /// How long it may take to connect when that is longer than the session allows
+        /// (``Engine/connectLimit(covering:)``); `nil` for the session's limit.
+        var connectLimit: Int? = nil
     }
 
     /// A response head, its body, and what is known of the way it came.
@@ -47,7 +50,7 @@ extension Engine {
     /// - Parameter onActivity: Called whenever bytes move (the idle timeout's clock).
     func execute(_ request: Outgoing, onActivity: @escaping @Sendable () -> Void) async throws -> Exchange {
         var headers = request.headers
-        let route = try await route(request.url)
+        let route = try await route(request.url, connectLimit: request.connectLimit)
         if let host = route.host, !headers.contains(name: "Host") { headers.add(name: "Host", value: host) }
         // A bridged request names itself, so the bridge can say which connection it took.
         let trace = route.bridged ? bridge?.makeTrace() : nil
@@ -66,7 +69,8 @@ extension Engine {
                 for: request.url,
                 decompressing: request.decompressing,
                 bridged: route.bridged,
-                connection: request.connection
+                connection: request.connection,
+                connectLimit: request.connectLimit
             )
             let stream = ResponseStream(readAhead: readAhead(for: origin), onActivity: onActivity)
             let eventLoop = eventLoop(for: routeOrigin)
@@ -134,7 +138,8 @@ extension Engine {
                     for: request.url,
                     origin: origin,
                     slot: request.connection,
-                    on: loop
+                    on: loop,
+                    connectLimit: request.connectLimit
                 )
             else { return nil }
             let stream = ResponseStream(readAhead: readAhead(for: origin), onActivity: onActivity)

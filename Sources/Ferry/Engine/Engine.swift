@@ -48,18 +48,22 @@ final class Engine: Sendable {
     private let loopTurn = Atomic<Int>(0)
     /// Origins that answered over HTTP/2, for ``pinsConnection(for:)``.
     private let multiplexedOrigins = Mutex<Set<Origin>>([])
-    /// The clients of a segmented download's further connections to an HTTP/2 origin, by
-    /// kind and connection (1 and up): made on first use, each with a pool of its own (see
-    /// ``client(for:decompressing:bridged:connection:)``).
-    private let segmentClients = Mutex<[SegmentClient: HTTPClient]>([:])
+    /// Clients made on first use, each with a pool of its own (see
+    /// ``client(for:decompressing:bridged:connection:connectLimit:)``): for a segmented
+    /// download's further connections to an HTTP/2 origin, and for requests that may take
+    /// longer to connect than the session allows.
+    private let madeClients = Mutex<[MadeClient: HTTPClient]>([:])
 
     /// Ferry's own HTTP/2 connections, for the requests ``execute(_:onActivity:)`` sends
     /// over them; `nil` when the session does not offer HTTP/2.
     let http2: HTTP2Pool?
 
-    struct SegmentClient: Hashable {
+    struct MadeClient: Hashable {
         var kind: ClientKind
+        /// A segmented download's connection (1 and up), or 0.
         var connection: Int
+        /// ``connectLimit(covering:)``, or `nil` for the session's.
+        var connectLimit: Int?
     }
 
     /// - Throws: when the TLS bridge the options need cannot be set up.
@@ -79,7 +83,7 @@ final class Engine: Sendable {
             return try TLSBridge(
                 evaluator: evaluator,
                 proxy: configuration.proxy,
-                connectTimeout: connectTimeout(configuration)
+                connectTimeout: Self.connectTimeout(seconds: configuration.timeoutIntervalForRequest)
             )
         } catch {
             throw FerryError(
@@ -116,7 +120,7 @@ final class Engine: Sendable {
                 tls: tls,
                 maximumConnections: configuration.http2MaximumConnectionsPerHost
                     ?? configuration.httpMaximumConnectionsPerHost,
-                connectTimeout: Self.connectTimeout(configuration),
+                connectTimeout: Self.connectTimeout(seconds: configuration.timeoutIntervalForRequest),
                 idleTimeout: .milliseconds(Int64(configuration.connectionIdleTimeout * 1000))
             ) : nil
         rateLimiter = configuration.maximumBytesPerSecond.map { RateLimiter(bytesPerSecond: $0) }
@@ -130,11 +134,16 @@ final class Engine: Sendable {
         _ configuration: SessionConfiguration,
         tls: ResolvedTLS,
         proxy: Proxy?,
-        decompressing: Bool
+        decompressing: Bool,
+        connectLimit: Int? = nil
     ) -> HTTPClient {
         var clientConfiguration = HTTPClient.Configuration(
             redirectConfiguration: .disallow,
-            timeout: .init(connect: connectTimeout(configuration)),
+            timeout: .init(
+                connect: connectTimeout(
+                    seconds: connectLimit.map(TimeInterval.init) ?? configuration.timeoutIntervalForRequest
+                )
+            ),
             connectionPool: .init(
                 idleTimeout: .milliseconds(Int64(configuration.connectionIdleTimeout * 1000)),
                 concurrentHTTP1ConnectionsPerHostSoftLimit: configuration.httpMaximumConnectionsPerHost
@@ -171,25 +180,39 @@ final class Engine: Sendable {
         return HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: clientConfiguration)
     }
 
-    private static func connectTimeout(_ configuration: SessionConfiguration) -> TimeAmount {
-        connectTimeout(seconds: configuration.timeoutIntervalForRequest)
-    }
-
     /// A connection's time limit in NIO's terms: `seconds`, at least a millisecond and at
     /// most an hour.
     static func connectTimeout(seconds: TimeInterval) -> TimeAmount {
         .milliseconds(max(1, Int64(min(seconds, 3600) * 1000)))
     }
 
+    /// How long a request whose idle timeout is `idleTimeout` may take to connect, when the
+    /// session's limit (``SessionConfiguration/timeoutIntervalForRequest``) is shorter: the
+    /// smallest power of two seconds that covers it, at most 4,096; `nil` when the session's
+    /// limit covers it.
+    ///
+    /// A request's own `timeoutInterval` replaces the session's, and connecting is part of
+    /// the wait it bounds, as in URLSession. The watchdog ends the request at its own timeout
+    /// however long the connection may take; the limit only has to be no shorter. Powers of
+    /// two keep the clients and listeners made for such requests few, whatever intervals
+    /// they ask for. A shorter request needs nothing: the watchdog ends it first.
+    func connectLimit(covering idleTimeout: TimeInterval) -> Int? {
+        guard idleTimeout > configuration.timeoutIntervalForRequest else { return nil }
+        var limit = 1
+        while TimeInterval(limit) < idleTimeout, limit < 4096 { limit *= 2 }
+        return limit
+    }
+
     /// What AsyncHTTPClient is given for a request to `url`: the URL, or the TLS bridge's
-    /// socket with the `Host` field to send (see ``TLSBridge``).
-    func route(_ url: URL) async throws -> (url: URL, host: String?, bridged: Bool) {
+    /// socket with the `Host` field to send (see ``TLSBridge``), whose connections to the
+    /// origin get `connectLimit` seconds (``connectLimit(covering:)``; the session's when `nil`).
+    func route(_ url: URL, connectLimit: Int? = nil) async throws -> (url: URL, host: String?, bridged: Bool) {
         // Through an HTTP proxy too: the bridge makes the CONNECT, so a 407's challenge can
         // be answered (AsyncHTTPClient's own CONNECT fails on it); and through a SOCKS5 proxy
         // with a credential (AsyncHTTPClient's SOCKS offers no authentication).
         let proxied = configuration.proxy.map { $0.isBridged && $0.applies(to: url) } ?? false
         guard let bridge, bridge.evaluator.bridges(url) || proxied else { return (url, nil, false) }
-        let (routed, host) = try await bridge.route(url)
+        let (routed, host) = try await bridge.route(url, connectLimit: connectLimit)
         return (routed, host, true)
     }
 
@@ -251,23 +274,35 @@ final class Engine: Sendable {
     /// or a path that limits each connection. So the download's further connections
     /// (`connection` 1 and up) to an origin that has answered over HTTP/2 each go through a
     /// client of their own, whose pool opens a connection of its own; how many is bounded by
-    /// the download's connections, and those by the per-host limit. Every other request uses
-    /// the session's clients and shares their connections.
-    func client(for url: URL, decompressing: Bool, bridged: Bool = false, connection: Int = 0) -> HTTPClient {
+    /// the download's connections, and those by the per-host limit.
+    ///
+    /// A request that may take `connectLimit` seconds to connect (``connectLimit(covering:)``)
+    /// goes through a client with that connect timeout, one per limit; a bridged one does not
+    /// need it (its socket is local; the bridge's connection to the origin has the limit).
+    /// Every other request uses the session's clients and shares their connections.
+    func client(
+        for url: URL,
+        decompressing: Bool,
+        bridged: Bool = false,
+        connection: Int = 0,
+        connectLimit: Int? = nil
+    ) -> HTTPClient {
         let kind = ClientKind(
             proxied: !bridged && configuration.proxy?.applies(to: url) == true,
             decompressing: decompressing && configuration.automaticDecompression
         )
-        let shared = clients[kind] ?? direct
-        guard connection > 0, !bridged, multiplexedOrigins.withLock({ $0.contains(Origin(url)) }) else { return shared }
-        return segmentClients.withLock { made in
-            let key = SegmentClient(kind: kind, connection: connection)
+        let separate = connection > 0 && !bridged && multiplexedOrigins.withLock { $0.contains(Origin(url)) }
+        let limit = bridged ? nil : connectLimit
+        guard separate || limit != nil else { return clients[kind] ?? direct }
+        return madeClients.withLock { made in
+            let key = MadeClient(kind: kind, connection: separate ? connection : 0, connectLimit: limit)
             if let client = made[key] { return client }
             let client = Self.makeClient(
                 configuration,
                 tls: tls,
                 proxy: kind.proxied ? configuration.proxy : nil,
-                decompressing: kind.decompressing
+                decompressing: kind.decompressing,
+                connectLimit: limit
             )
             made[key] = client
             return client
@@ -277,7 +312,7 @@ final class Engine: Sendable {
     deinit {
         // The shutdown's own callbacks keep the client alive until its pool has closed.
         for client in clients.values { client.shutdown { _ in } }
-        for client in segmentClients.withLock({ $0.values }) { client.shutdown { _ in } }
+        for client in madeClients.withLock({ $0.values }) { client.shutdown { _ in } }
         http2?.shutdown()
         if let bridge { Task { await bridge.shutdown() } }
         if let made = streamBridge.withLock({ $0 }) { Task { await made.shutdown() } }
@@ -292,7 +327,7 @@ final class Engine: Sendable {
 
     func shutdown() async {
         for client in clients.values { try? await client.shutdown() }
-        for client in segmentClients.withLock({ Array($0.values) }) { try? await client.shutdown() }
+        for client in madeClients.withLock({ Array($0.values) }) { try? await client.shutdown() }
         http2?.shutdown()
         await bridge?.shutdown()
         await streamBridge.withLock { $0 }?.shutdown()

@@ -112,6 +112,13 @@ extension HTTP2Pool {
             return true
         }
 
+        /// A request that waited for opening `number` stopped waiting (cancelled, or timed
+        /// out): the connection is counted to hold one request fewer.
+        mutating func stoppedWaiting(_ number: Int) {
+            guard let waiters = openings[number]?.waiters else { return }
+            openings[number]?.waiters = max(0, waiters - 1)
+        }
+
         /// Opening `number` failed (its waiters fail with it; later requests open anew).
         mutating func failed(_ number: Int) {
             openings.removeValue(forKey: number)

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP2
 import NIOPosix
@@ -28,7 +29,10 @@ final class HTTP2Pool: Sendable {
 
     private struct Locked {
         var state: State
-        var waiting: [Int: [CheckedContinuation<Void, any Error>]] = [:]
+        /// The requests waiting for each opening, by a number of their own (so a cancelled
+        /// one can leave).
+        var waiting: [Int: [Int: CheckedContinuation<Void, any Error>]] = [:]
+        var nextWaiter = 0
         var live: [Int: HTTP2Connection] = [:]
         /// TLS contexts by pinned host ("" for the session's own), made once: loading the
         /// trust roots costs milliseconds.
@@ -50,16 +54,23 @@ final class HTTP2Pool: Sendable {
     /// A connection to `url`'s origin with a stream counted for the caller, opened on
     /// `eventLoop` if a new one is needed; `nil` when the origin speaks HTTP/1.1 only.
     ///
+    /// A caller cancelled while it waits (its transfer cancelled, or timed out) comes back at
+    /// once with `CancellationError`, whether it opens the connection or waits for another
+    /// caller's opening; an opening it abandons lets its waiters ask again.
+    ///
     /// - Parameters:
     ///   - origin: `url`'s origin.
     ///   - slot: which of a segmented download's connections (0 for any other request):
     ///     each slot above 0 has a connection of its own.
+    ///   - connectLimit: seconds a connection this caller opens may take, when longer than
+    ///     the session's (``Engine/connectLimit(covering:)``).
     /// - Throws: why the connection could not be opened (refused, timed out, TLS).
     func connection(
         for url: URL,
         origin: Origin,
         slot: Int,
-        on eventLoop: any EventLoop
+        on eventLoop: any EventLoop,
+        connectLimit: Int? = nil
     ) async throws -> HTTP2Connection? {
         let key = State.Key(origin: origin, slot: slot)
         while true {
@@ -79,29 +90,57 @@ final class HTTP2Pool: Sendable {
                 // A failed opening fails its waiters too: a connection that could not be
                 // made fails its requests at once, as AsyncHTTPClient's pool is set to do
                 // (``Engine``), rather than each trying again in turn.
-                try await withCheckedThrowingContinuation { continuation in
-                    let waits = locked.withLock { locked in
-                        guard locked.state.openings[number] != nil else { return false }
-                        locked.waiting[number, default: []].append(continuation)
-                        return true
-                    }
-                    if !waits { continuation.resume() }
-                }
+                try await waitForOpening(number)
             case .connect(let number):
+                let timeout = connectLimit.map { Engine.connectTimeout(seconds: TimeInterval($0)) } ?? connectTimeout
                 do {
-                    let (connection, limit) = try await open(number, to: url, on: eventLoop)
+                    let (connection, limit) = try await open(number, to: url, on: eventLoop, timeout: timeout)
                     settle(number) { state, live in
                         if state.opened(number, limit: limit) { live[number] = connection }
                     }
                 } catch is ChoseHTTP1 {
                     settle(number) { state, _ in state.negotiatedHTTP1(number) }
                     return nil
+                } catch is CancellationError {
+                    // This caller gave up, not the connection: its waiters ask again.
+                    settle(number) { state, _ in state.failed(number) }
+                    throw CancellationError()
                 } catch {
                     settle(number, failing: error) { state, _ in state.failed(number) }
                     throw error
                 }
             }
         }
+    }
+
+    /// Waits until opening `number` ends (at once if it has); throws `CancellationError` as
+    /// soon as the caller is cancelled, so no request waits on a connection past its own
+    /// timeout (an opening may have a longer limit than the request waiting for it).
+    private func waitForOpening(_ number: Int) async throws {
+        let id = locked.withLock { locked in
+            defer { locked.nextWaiter += 1 }
+            return locked.nextWaiter
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let waits = locked.withLock { locked in
+                    // Checked under the lock the cancellation handler takes: a cancel either
+                    // comes before (and is seen here) or finds the continuation to end.
+                    guard locked.state.openings[number] != nil, !Task.isCancelled else { return false }
+                    locked.waiting[number, default: [:]][id] = continuation
+                    return true
+                }
+                if !waits { continuation.resume() }
+            }
+        } onCancel: {
+            let continuation = locked.withLock { locked in
+                let continuation = locked.waiting[number]?.removeValue(forKey: id)
+                if continuation != nil { locked.state.stoppedWaiting(number) }
+                return continuation
+            }
+            continuation?.resume(throwing: CancellationError())
+        }
+        try Task.checkCancellation()
     }
 
     /// Ends opening `number` in the state, and wakes those who waited for it: to ask again,
@@ -113,7 +152,7 @@ final class HTTP2Pool: Sendable {
     ) {
         let waiters = locked.withLock { locked in
             change(&locked.state, &locked.live)
-            return locked.waiting.removeValue(forKey: number) ?? []
+            return locked.waiting.removeValue(forKey: number).map { Array($0.values) } ?? []
         }
         for waiter in waiters {
             if let error { waiter.resume(throwing: error) } else { waiter.resume() }
@@ -143,9 +182,15 @@ final class HTTP2Pool: Sendable {
     /// Opens connection `number`: TCP, TLS with ALPN, the HTTP/2 preface both ways.
     ///
     /// - Returns: the connection and the streams its server allows at once.
-    /// - Throws: ``ChoseHTTP1`` when the server chose HTTP/1.1; why it failed otherwise,
-    ///   within the connect timeout (which covers the handshake and the server's `SETTINGS`).
-    private func open(_ number: Int, to url: URL, on eventLoop: any EventLoop) async throws -> (HTTP2Connection, Int) {
+    /// - Throws: ``ChoseHTTP1`` when the server chose HTTP/1.1; `CancellationError` as soon
+    ///   as the caller is cancelled (the socket is closed once it connects); why it failed
+    ///   otherwise, within `timeout` (which covers the handshake and the server's `SETTINGS`).
+    private func open(
+        _ number: Int,
+        to url: URL,
+        on eventLoop: any EventLoop,
+        timeout: TimeAmount
+    ) async throws -> (HTTP2Connection, Int) {
         let host = url.host ?? ""
         let port = Origin(url).port
         let context = try sslContext(forHost: host)
@@ -155,7 +200,7 @@ final class HTTP2Pool: Sendable {
         let start = Date()
         let idleTimeout = self.idleTimeout
         let bootstrap = ClientBootstrap(group: eventLoop)
-            .connectTimeout(connectTimeout)
+            .connectTimeout(timeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
@@ -180,31 +225,37 @@ final class HTTP2Pool: Sendable {
                     try channel.pipeline.syncOperations.addHandlers(tls, waiter)
                 }
             }
-        let channel: any Channel
-        do {
-            channel = try await bootstrap.connect(host: host, port: port).get()
-        } catch {
-            ready.fail(error)
-            throw error
+        // Everything below ends `ready`: the connect's failure, the handshake's and the
+        // preface's timeout (from the connect on), and the caller's cancellation; a socket
+        // connected after `ready` failed is closed at once.
+        let connected = NIOLockedValueBox<Date?>(nil)
+        let connecting = bootstrap.connect(host: host, port: port)
+        connecting.whenComplete { result in
+            switch result {
+            case .success(let channel):
+                connected.withLockedValue { $0 = Date() }
+                let timer = channel.eventLoop.scheduleTask(in: timeout) {
+                    ready.fail(HTTPClientError.connectTimeout)
+                }
+                ready.futureResult.whenComplete { outcome in
+                    timer.cancel()
+                    if case .failure = outcome { channel.close(promise: nil) }
+                }
+            case .failure(let error):
+                ready.fail(error)
+            }
         }
-        let connected = Date()
-        // The handshake and the server's preface within the connect timeout too.
-        let timeout = channel.eventLoop.scheduleTask(in: connectTimeout) {
-            ready.fail(HTTPClientError.connectTimeout)
-            channel.close(promise: nil)
+        let (router, limit) = try await withTaskCancellationHandler {
+            try await ready.futureResult.get()
+        } onCancel: {
+            ready.fail(CancellationError())
         }
-        defer { timeout.cancel() }
-        let (router, limit): (NIOLoopBound<HTTP2Router>, Int)
-        do {
-            (router, limit) = try await ready.futureResult.get()
-        } catch {
-            channel.close(promise: nil)
-            throw error
-        }
+        // `ready` succeeds only from the connected channel's router.
+        let channel = try await connecting.get()
         let record = ConnectionRecord(
             connectStart: start,
-            connectEnd: connected,
-            secureConnectionStart: connected,
+            connectEnd: connected.withLockedValue { $0 } ?? start,
+            secureConnectionStart: connected.withLockedValue { $0 } ?? start,
             secureConnectionEnd: Date(),
             remoteAddress: channel.remoteAddress?.ipAddress,
             localAddress: channel.localAddress?.ipAddress,

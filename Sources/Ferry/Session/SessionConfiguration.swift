@@ -36,7 +36,8 @@ public struct SessionConfiguration: Sendable {
 
     /// Seconds a task may go without moving a byte (connecting, sending, or receiving) before
     /// it fails with ``FerryError/Reason/timedOut(_:)`` `.idle`. A suspended task does not
-    /// count down. Default 60.
+    /// count down. A request's own `timeoutInterval` (other than Foundation's default of 60)
+    /// replaces it for that request, its connection included. Default 60.
     public var timeoutIntervalForRequest: TimeInterval = 60
 
     /// Seconds a task may run in all, from its first `resume()` to its completion, before it

@@ -49,7 +49,8 @@ extension Transfer {
             headers: headers,
             body: body.map { CountingChunks(base: $0.chunks(), task: task, length: $0.length, throttle: throttle) },
             decompressing: decompressing,
-            connection: connection
+            connection: connection,
+            connectLimit: engine.connectLimit(covering: options.idleTimeout)
         )
         var exchange = try await engine.execute(outgoing) { task.client.touch() }
         exchange.body.throttle = throttle

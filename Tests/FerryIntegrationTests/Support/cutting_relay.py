@@ -1,6 +1,6 @@
 """A TCP relay that cuts its connections: every CUT bytes that clients send through it.
 
-    python3 cutting_relay.py PORT TARGET_PORT CUT [reset | corrupt=N]
+    python3 cutting_relay.py PORT TARGET_PORT CUT [reset | corrupt=N | hold=SECONDS]
 
 Listens on 127.0.0.1:PORT and forwards each connection to 127.0.0.1:TARGET_PORT. When the
 bytes forwarded from clients to the target reach the next multiple of CUT (counted over all
@@ -8,7 +8,9 @@ connections), the relay forwards exactly up to it, then resets the client's conn
 closes the target's (so the target still reads every byte it was given; with `reset`, it
 resets the target's connection too, as a network that fails both ways). With `corrupt=N`, the
 byte at position N of what clients send (counted over all connections) reaches the target
-changed, once: what a checksum must catch. After each cut and each connection's end it prints
+changed, once: what a checksum must catch. With `hold=SECONDS`, each connection waits that
+long before the relay connects it to the target (what the client sent meanwhile follows
+then): a server whose handshake is slow. After each cut and each connection's end it prints
 `forwarded N cuts K`: N is what the target was sent in all.
 """
 import asyncio
@@ -18,6 +20,7 @@ port, target, cut = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 mode = sys.argv[4] if len(sys.argv) > 4 else ""
 reset = mode == "reset"
 corrupt_at = int(mode.split("=", 1)[1]) if mode.startswith("corrupt=") else -1
+hold = float(mode.split("=", 1)[1]) if mode.startswith("hold=") else 0
 state = {"forwarded": 0, "next": cut, "cuts": 0}
 
 
@@ -83,6 +86,8 @@ async def downstream(reader, writer):
 
 
 async def relay(client_reader, client_writer):
+    if hold:
+        await asyncio.sleep(hold)
     try:
         target_reader, target_writer = await asyncio.open_connection("127.0.0.1", target)
     except OSError:
