@@ -214,3 +214,45 @@ struct LifecycleTests {
         }
     }
 }
+
+/// What a session keeps of the tasks it ran.
+@Suite("What a session keeps")
+struct RetentionTests {
+    /// A session keeps no finished task: data, download and failed tasks are all released
+    /// once they complete and their caller lets go, as URLSession's are (a process that runs
+    /// one session for days, the daemon, must not grow with every transfer).
+    @Test func aFinishedTaskIsReleased() async throws {
+        try await withServer { server in
+            let session = try makeSession()
+            defer { session.invalidateAndCancel() }
+            let folder = try makeTemporaryDirectory()
+            weak var data: SessionTask?
+            weak var download: SessionTask?
+            weak var failed: SessionTask?
+            do {
+                let one = session.dataTask(with: server.url("/bytes/1000"))
+                let two = session.downloadTask(
+                    with: server.url("/bytes/100000"),
+                    to: .file(folder.appendingPathComponent("f"))
+                )
+                let three = session.dataTask(with: server.url("/status/404"))
+                data = one
+                download = two
+                failed = three
+                for task in [one, two, three] {
+                    let events = task.events
+                    task.resume()
+                    for await event in events { if case .completed = event { break } }
+                }
+            }
+            // Released by the last of the transfer's own references as it ends.
+            var left = 0
+            for _ in 0..<2000 {
+                left = [data, download, failed].compactMap { $0 }.count
+                if left == 0 { break }
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            #expect(left == 0, "data \(data != nil), download \(download != nil), failed \(failed != nil)")
+        }
+    }
+}
