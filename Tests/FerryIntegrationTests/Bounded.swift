@@ -106,6 +106,12 @@ func thrownError(_ body: () async throws -> Void) async -> (any Error)? {
 /// Each table is read in one large `read` (see ``wholeTable(_:)``); a count that must reach
 /// some number is asked with ``establishedConnections(toPort:atLeast:)``, which reads again.
 func establishedConnections(toPort port: Int) -> Int {
+    connections(toPort: port, inState: "01")
+}
+
+/// Local clients' sockets to `port` in the kernel's TCP state `state` (`/proc/net/tcp`'s
+/// `st`, in hex: `01` established, `02` SYN sent).
+func connections(toPort port: Int, inState state: String) -> Int {
     let hexPort = String(format: ":%04X", port)
     var count = 0
     for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
@@ -114,7 +120,7 @@ func establishedConnections(toPort port: Int) -> Int {
             let fields = line.split(separator: " ")
             // local_address rem_address st: a client's socket has the server's port remote.
             guard fields.count > 3 else { continue }
-            if fields[2].hasSuffix(hexPort), fields[3] == "01" { count += 1 }
+            if fields[2].hasSuffix(hexPort), fields[3] == state { count += 1 }
         }
     }
     return count

@@ -84,15 +84,15 @@ struct ConnectLimitTests {
         let url = try #require(URL(string: "https://127.0.0.1:\(listener.port)/file.bin"))
         let outcome = await finishing(within: 120) {
             let opener = session.dataTask(with: url)
-            let openerEnd = Self.end(of: opener)
+            let openerEnd = Task { await completion(of: opener)?.reason }
             opener.resume()
             // Its connection is in the backlog: it is the one opening.
             while listener.pendingConnections() < 1 { try? await Task.sleep(for: .milliseconds(5)) }
             var brief = URLRequest(url: url)
             brief.timeoutInterval = 2
-            let briefEnd = await Self.reason { _ = try await session.data(for: brief) }
+            let briefEnd = (await thrownError { _ = try await session.data(for: brief) } as? FerryError)?.reason
             let patient = session.dataTask(with: url)
-            let patientEnd = Self.end(of: patient)
+            let patientEnd = Task { await completion(of: patient)?.reason }
             patient.resume()
             opener.cancel()
             let openerReason = await openerEnd.value
@@ -110,25 +110,5 @@ struct ConnectLimitTests {
         #expect(opener == .cancelled)
         #expect(patientOpened, "the request that waited with the cancelled one opened a connection")
         #expect(patient == .cancelled)
-    }
-
-    /// The reason `task` completes with (`nil` for success), from its events.
-    private static func end(of task: SessionTask) -> Task<FerryError.Reason?, Never> {
-        let events = task.events
-        return Task {
-            for await event in events {
-                if case .completed(let error) = event { return error?.reason }
-            }
-            return nil
-        }
-    }
-
-    private static func reason(_ body: () async throws -> Void) async -> FerryError.Reason? {
-        do {
-            try await body()
-            return nil
-        } catch {
-            return (error as? FerryError)?.reason
-        }
     }
 }

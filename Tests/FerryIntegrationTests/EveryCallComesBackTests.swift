@@ -123,6 +123,40 @@ struct EveryCallComesBackTests {
         }
     }
 
+    /// Tasks cancelled while they connect to a host that never answers (its SYNs dropped),
+    /// in a session that would wait an hour: a data task over HTTP/1.1 (AsyncHTTPClient's
+    /// pool), one over HTTPS (Ferry's HTTP/2 pool) and a stream task each come back cancelled,
+    /// and the stream task's read with them. Each is cancelled once its SYN is out (a state
+    /// read from `/proc/net/tcp`, not a time).
+    ///
+    /// Before, the HTTPS task and the stream task waited for the connect limit.
+    @Test func tasksCancelledWhileTheyConnectComeBack() async throws {
+        let listener = try UnreachableListener()
+        defer { listener.close() }
+        let session = try makeSession { $0.timeoutIntervalForRequest = 3600 }
+        defer { session.invalidateAndCancel() }
+        let stream = session.streamTask(withHostName: "127.0.0.1", port: listener.port)
+        let tasks: [SessionTask] = [
+            session.dataTask(with: URL(string: "http://127.0.0.1:\(listener.port)/")!),
+            session.dataTask(with: URL(string: "https://127.0.0.1:\(listener.port)/")!),
+            stream,
+        ]
+        let read = Task { await thrownError { _ = try await stream.read(minLength: 1, maxLength: 1, timeout: 0) } }
+        for (index, task) in tasks.enumerated() {
+            let before = listener.connecting()
+            task.resume()
+            let connecting = await finishing(within: Self.bound) { () -> Bool in
+                while listener.connecting() <= before { try? await Task.sleep(for: .milliseconds(5)) }
+                return true
+            }
+            #expect(connecting == true, "task \(index) sent its SYN")
+            task.cancel()
+            let ended = await finishing(within: Self.bound) { await completion(of: task) }
+            #expect(ended??.reason == .cancelled, "task \(index): \(String(describing: ended))")
+        }
+        #expect(await finishing(within: Self.bound) { await read.value } != nil, "the read came back")
+    }
+
     /// A read on a stream task that was never resumed waits for the connection, but not past
     /// the cancellation of the Swift task that awaits it.
     @Test func aStreamTaskReadHonoursItsSwiftTasksCancellation() async throws {
@@ -383,6 +417,44 @@ final class SilentListener: Sendable {
         guard getsockopt(descriptor, Int32(IPPROTO_TCP), Int32(TCP_INFO), &info, &length) == 0 else { return 0 }
         // For a listening socket the kernel reports its accept queue's length here.
         return Int(info.tcpi_unacked)
+    }
+}
+
+/// A port no connection to completes, as a host behind a firewall that drops packets: a
+/// listener whose accept queue (of one) is full, so the kernel drops every further SYN; the
+/// clients wait in SYN_SENT, retrying, for minutes.
+final class UnreachableListener: Sendable {
+    let port: Int
+    private let descriptor: Int32
+    private let filler: Int32
+
+    init() throws {
+        (descriptor, port) = try boundLoopbackSocket()
+        filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        let filled =
+            listen(descriptor, 0) == 0
+            && withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(filler, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+                }
+            }
+        guard filled else {
+            Glibc.close(filler)
+            Glibc.close(descriptor)
+            throw POSIXError(.EADDRINUSE)
+        }
+    }
+
+    /// Clients waiting for the listener to answer their SYN.
+    func connecting() -> Int { connections(toPort: port, inState: "02") }
+
+    func close() {
+        Glibc.close(filler)
+        Glibc.close(descriptor)
     }
 }
 

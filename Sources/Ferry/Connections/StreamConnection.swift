@@ -122,7 +122,7 @@ final class StreamConnection: Sendable {
                         try channel.pipeline.syncOperations.addHandlers(SocketEnd(), Handler(connection))
                     }
                 }
-            channel = try await bootstrap.connect(host: host, port: port).get()
+            channel = try await bootstrap.connect(host: host, port: port).channelUnlessCancelled()
             record = ConnectionRecord(
                 connectStart: start,
                 connectEnd: Date(),
@@ -144,7 +144,7 @@ final class StreamConnection: Sendable {
                     try outbound.pipeline.syncOperations.addHandler(SocketEnd(), position: .first)
                     try outbound.pipeline.syncOperations.addHandler(Handler(connection))
                     made.withLock { $0 = opened }
-                }.get()
+                }.channelUnlessCancelled()
                 record =
                     made.withLock { $0 } ?? ConnectionRecord(connectStart: Date(), connectEnd: Date(), reused: false)
             } catch {
