@@ -112,18 +112,32 @@ func establishedConnections(toPort port: Int) -> Int {
 /// Local clients' sockets to `port` in the kernel's TCP state `state` (`/proc/net/tcp`'s
 /// `st`, in hex: `01` established, `02` SYN sent).
 func connections(toPort port: Int, inState state: String) -> Int {
+    clientSockets(toPort: port).filter { $0.state == state }.count
+}
+
+/// Bytes local clients have written to `port` that the peer has not acknowledged (the
+/// kernel's send queues): above 0 while a peer that does not read holds them up.
+func unacknowledgedBytes(toPort port: Int) -> Int {
+    clientSockets(toPort: port).map(\.sendQueue).reduce(0, +)
+}
+
+/// The local clients' sockets to `port`, from `/proc/net/tcp` and `tcp6`: each one's state
+/// (`st`) and send queue (`tx_queue`).
+private func clientSockets(toPort port: Int) -> [(state: Substring, sendQueue: Int)] {
     let hexPort = String(format: ":%04X", port)
-    var count = 0
+    var sockets: [(state: Substring, sendQueue: Int)] = []
     for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
         guard let text = wholeTable(table) else { continue }
         for line in text.split(separator: "\n").dropFirst() {
             let fields = line.split(separator: " ")
-            // local_address rem_address st: a client's socket has the server's port remote.
-            guard fields.count > 3 else { continue }
-            if fields[2].hasSuffix(hexPort), fields[3] == state { count += 1 }
+            // sl local_address rem_address st tx_queue:rx_queue: a client's socket has the
+            // server's port remote.
+            guard fields.count > 4, fields[2].hasSuffix(hexPort) else { continue }
+            let queue = fields[4].split(separator: ":").first.flatMap { Int($0, radix: 16) } ?? 0
+            sockets.append((fields[3], queue))
         }
     }
-    return count
+    return sockets
 }
 
 /// The text of a `/proc/net` table, read with one buffer of 8 MiB. Read a page at a time

@@ -170,6 +170,37 @@ struct EveryCallComesBackTests {
         task.cancel()
     }
 
+    /// A write with no timeout to a peer that never reads waits while the sockets' buffers
+    /// are full, but not past the cancellation of the Swift task that awaits it; the stream
+    /// task stays usable for the task's own `cancel()`. Cancelled once the kernel holds bytes
+    /// the peer has not taken (a state, not a time). Before, the write waited until the task
+    /// itself was cancelled.
+    @Test func aStreamTaskWriteHonoursItsSwiftTasksCancellation() async throws {
+        let listener = try SilentListener()
+        defer { listener.close() }
+        let session = try makeSession()
+        defer { session.invalidateAndCancel() }
+        let task = session.streamTask(withHostName: "127.0.0.1", port: listener.port)
+        task.resume()
+        let writer = Task { try await task.write(Data(count: 64 << 20), timeout: 0) }
+        let held = await finishing(within: Self.bound) { () -> Bool in
+            while unacknowledgedBytes(toPort: listener.port) == 0 { try? await Task.sleep(for: .milliseconds(5)) }
+            return true
+        }
+        #expect(held == true, "the peer holds up the write")
+        writer.cancel()
+        let result = await finishing(within: Self.bound) { await writer.result }
+        #expect(result != nil, "the cancelled write came back")
+        if case .failure(let error)? = result {
+            #expect((error as? FerryError)?.reason == .cancelled, "\(error)")
+        } else if result != nil {
+            Issue.record("a write the peer never read returned")
+        }
+        task.cancel()
+        let ended = await finishing(within: Self.bound) { await completion(of: task) }
+        #expect(ended??.reason == .cancelled, "\(String(describing: ended))")
+    }
+
     /// Two `startSecureConnection()` calls at once: the second used to overwrite the first's
     /// continuation, which then never resumed. Now the second is refused, and the first comes
     /// back when the task ends.

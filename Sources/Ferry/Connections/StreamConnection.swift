@@ -300,7 +300,9 @@ final class StreamConnection: Sendable {
 
     // MARK: Writing and closing
 
-    /// Writes `data`; returns once the bytes are handed to the operating system.
+    /// Writes `data`; returns once the bytes are handed to the operating system, or when the
+    /// timeout or the calling Swift task's cancellation ends the wait (the bytes may still
+    /// go out after either).
     func write(_ data: Data, timeout: TimeInterval) async throws(FerryError) {
         let channel = try await channel()
         if state.withLock({ $0.writeClosed }) {
@@ -315,7 +317,11 @@ final class StreamConnection: Sendable {
             written.futureResult.whenComplete { _ in timer.cancel() }
         }
         do {
-            try await written.futureResult.get()
+            try await withTaskCancellationHandler {
+                try await written.futureResult.get()
+            } onCancel: {
+                written.fail(CancellationError())
+            }
         } catch {
             throw FerryError.mapping(error)
         }

@@ -60,7 +60,9 @@ public final class StreamTask: SessionTask, @unchecked Sendable {
     ///
     /// - Parameters:
     ///   - data: The bytes to send.
-    ///   - timeout: Seconds the write may take; 0 for no limit.
+    ///   - timeout: Seconds the write may take; 0 for no limit. Cancelling the calling Swift
+    ///     task ends the wait too, with ``FerryError/Reason/cancelled``; after either, the
+    ///     bytes may still go out.
     public func write(_ data: Data, timeout: TimeInterval) async throws(FerryError) {
         guard let connection else { throw FerryError(.unsupportedConfiguration, "Not a stream task.") }
         try await connection.write(data, timeout: timeout)
