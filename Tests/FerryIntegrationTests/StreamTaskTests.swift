@@ -226,6 +226,48 @@ struct StreamTaskTests {
         }
     }
 
+    /// A peer that never answers `close_notify`: `stopSecureConnection()` ends with
+    /// `.timedOut` at the session's timeout (1 s) or at TLS's own close timeout (5 s, in a
+    /// session that would wait an hour), or with `.cancelled` when its Swift task is
+    /// cancelled; the task ends with the connection. Before, each came back at TLS's 5 s as a
+    /// `.network` failure, whatever the session's timeout or the caller's cancellation.
+    @Test(arguments: ["timeout", "tls-timeout", "cancel"])
+    func stopSecureConnectionComesBackWhenThePeerNeverAnswers(ending: String) async throws {
+        let ca = try TestPKI(name: "Ferry STARTTLS CA \(UUID().uuidString.prefix(8))")
+        let identity = try ca.issueServerIdentity(for: ["127.0.0.1", "localhost"])
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("Support/starttls_echo.py")
+        let server = try await ServerProcess(
+            "/usr/bin/env",
+            ["python3", script.path, "PORT", "DIR/cert.pem", "DIR/key.pem", "ignore-close"],
+            files: ["cert.pem": identity.certificatePEM, "key.pem": identity.privateKeyPEM]
+        )
+        defer { server.stop() }
+        let session = try makeSession {
+            $0.tls.trustRoots = .custom(pem: ca.certificatePEM)
+            $0.timeoutIntervalForRequest = ending == "timeout" ? 1 : 3600
+        }
+        defer { session.invalidateAndCancel() }
+        let task = session.streamTask(withHostName: "localhost", port: server.port)
+        task.resume()
+        try await task.write(Data("STARTTLS\r\n".utf8), timeout: 10)
+        _ = try await task.read(minLength: 8, maxLength: 8, timeout: 10)
+        try await task.startSecureConnection()
+        try await task.write(Data("a line\r\n".utf8), timeout: 10)
+        _ = try await task.read(minLength: 8, maxLength: 8, timeout: 10)
+        // The reads and writes above were in the session's timeout too: its clock starts here.
+        let stopping = Task { await thrownError { try await task.stopSecureConnection() } as? FerryError }
+        if ending == "cancel" {
+            // Waiting for the peer's close_notify, which never comes: cancelled at any point
+            // from here, the call must come back.
+            stopping.cancel()
+        }
+        let error = await finishing(within: 60) { await stopping.value }
+        #expect(error??.reason == (ending == "cancel" ? .cancelled : .timedOut(.idle)), "\(String(describing: error))")
+        let ended = await finishing(within: 60) { await completion(of: task) }
+        #expect(ended != nil, "the task ended with its connection")
+    }
+
     @Test func aRefusedConnectionFailsTheTaskAndItsReads() async throws {
         let port = try Nginx.freePort()
         let session = try makeSession()

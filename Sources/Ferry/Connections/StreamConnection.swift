@@ -416,7 +416,11 @@ final class StreamConnection: Sendable {
     }
 
     /// Ends TLS on the connection (`close_notify` both ways) and goes on in plaintext.
-    func stopSecureConnection() async throws(FerryError) {
+    ///
+    /// A peer that does not answer within `timeout`, or the calling Swift task's
+    /// cancellation, ends the wait and the connection with it (a TLS stream closed on one
+    /// side only leaves nothing to speak on).
+    func stopSecureConnection(timeout: TimeInterval) async throws(FerryError) {
         let channel = try await channel()
         let unwrapped = channel.eventLoop.makePromise(of: Void.self)
         channel.eventLoop.execute {
@@ -426,8 +430,22 @@ final class StreamConnection: Sendable {
                 unwrapped.fail(FerryError(.invalidRequest, "The stream task has no secure connection to stop."))
             }
         }
+        let timer = channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(min(timeout, 3600) * 1e9))) {
+            unwrapped.fail(FerryError(.timedOut(.idle), "The peer did not answer close_notify within \(timeout) s."))
+        }
+        unwrapped.futureResult.whenComplete { result in
+            timer.cancel()
+            guard case .failure(let error) = result else { return }
+            if error is CancellationError || (error as? FerryError)?.reason == .timedOut(.idle) {
+                SocketEnd.abort(channel)
+            }
+        }
         do {
-            try await unwrapped.futureResult.get()
+            try await withTaskCancellationHandler {
+                try await unwrapped.futureResult.get()
+            } onCancel: {
+                unwrapped.fail(CancellationError())
+            }
         } catch {
             throw FerryError.mapping(error)
         }

@@ -51,6 +51,13 @@ extension FerryError {
                 underlying: error
             )
         }
+        if error is NIOSSLCloseTimedOutError {
+            return FerryError(
+                .timedOut(.idle),
+                "The peer did not answer TLS's close_notify in time.",
+                underlying: error
+            )
+        }
         if error is NIOSSLError || error is BoringSSLError {
             return FerryError(
                 .secureConnectionFailed,

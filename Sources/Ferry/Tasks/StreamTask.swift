@@ -102,9 +102,17 @@ public final class StreamTask: SessionTask, @unchecked Sendable {
     /// Ends TLS on the connection in order (`close_notify` sent and received) and goes on in
     /// plaintext, as URLSession's `stopSecureConnection()`.
     ///
-    /// - Throws: ``FerryError/Reason/invalidRequest`` when TLS was never started.
+    /// The peer's `close_notify` is awaited for the session's `timeoutIntervalForRequest` or
+    /// TLS's own close timeout (`TLSConfiguration.shutdownTimeout`, 5 s), whichever is
+    /// shorter; cancelling the calling Swift task ends the wait too. Either way the connection
+    /// is closed (TLS closed on one side only leaves nothing to speak on) and the task
+    /// completes.
+    ///
+    /// - Throws: ``FerryError/Reason/invalidRequest`` when TLS was never started;
+    ///   ``FerryError/Reason/timedOut(_:)`` when the peer does not answer in time;
+    ///   ``FerryError/Reason/cancelled`` when the calling Swift task is cancelled.
     public func stopSecureConnection() async throws(FerryError) {
-        guard let connection else { throw FerryError(.unsupportedConfiguration, "Not a stream task.") }
-        try await connection.stopSecureConnection()
+        guard let connection, let session else { throw FerryError(.sessionInvalidated, "The session is gone.") }
+        try await connection.stopSecureConnection(timeout: session.configuration.timeoutIntervalForRequest)
     }
 }
