@@ -201,6 +201,29 @@ struct EveryCallComesBackTests {
         #expect(ended??.reason == .cancelled, "\(String(describing: ended))")
     }
 
+    /// `closeWrite()` and `closeRead()` after a write the peer never read (it gave up at its
+    /// timeout, its bytes still queued): both come back, at the session's 2 s, and the task
+    /// ends when cancelled. Before, `closeWrite()` waited for as long as the peer did not
+    /// read.
+    @Test func closingAStreamTaskWithUnsentBytesComesBack() async throws {
+        let listener = try SilentListener()
+        defer { listener.close() }
+        let session = try makeSession { $0.timeoutIntervalForRequest = 2 }
+        defer { session.invalidateAndCancel() }
+        let task = session.streamTask(withHostName: "127.0.0.1", port: listener.port)
+        task.resume()
+        let write = await thrownError { try await task.write(Data(count: 64 << 20), timeout: 0.5) }
+        #expect((write as? FerryError)?.reason == .timedOut(.idle), "\(String(describing: write))")
+        let closed = await finishing(within: Self.bound) { () -> Bool in
+            await task.closeWrite()
+            await task.closeRead()
+            return true
+        }
+        #expect(closed == true, "closing came back")
+        task.cancel()
+        #expect(await finishing(within: Self.bound) { await completion(of: task) } != nil, "the task ended")
+    }
+
     /// Two `startSecureConnection()` calls at once: the second used to overwrite the first's
     /// continuation, which then never resumed. Now the second is refused, and the first comes
     /// back when the task ends.

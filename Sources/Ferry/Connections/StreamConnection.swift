@@ -328,32 +328,43 @@ final class StreamConnection: Sendable {
     }
 
     /// Closes the writing side once the writes made so far are out (the peer reads an end of
-    /// input); reading goes on.
-    func closeWrite() async {
+    /// input); reading goes on. Waits at most `timeout` seconds, and no longer than the
+    /// calling Swift task is not cancelled: while a peer that does not read holds those
+    /// writes up, the end of input stays queued behind them.
+    func closeWrite(timeout: TimeInterval) async {
         guard let channel = try? await channel() else { return }
         let both = state.withLock { state in
             state.writeClosed = true
             return state.readClosed
         }
-        if both {
-            try? await channel.close()
-        } else {
-            try? await channel.close(mode: .output)
-        }
+        await Self.wait(for: both ? channel.close() : channel.close(mode: .output), atMost: timeout)
     }
 
-    /// Closes the reading side: reads end (bytes already arrived are still handed out).
-    func closeRead() async {
+    /// Closes the reading side: reads end (bytes already arrived are still handed out). Waits
+    /// for the close as ``closeWrite(timeout:)`` does.
+    func closeRead(timeout: TimeInterval) async {
         guard let channel = try? await channel() else { return }
         let (completion, both) = state.withLock { state in
             state.readClosed = true
             return (state.read.endInput(), state.writeClosed)
         }
         finish(completion)
-        if both {
-            try? await channel.close()
-        } else {
-            try? await channel.close(mode: .input)
+        await Self.wait(for: both ? channel.close() : channel.close(mode: .input), atMost: timeout)
+    }
+
+    /// Waits for `closing` to end, at most `timeout` seconds and no longer than the calling
+    /// Swift task is not cancelled; the close goes on either way.
+    private static func wait(for closing: EventLoopFuture<Void>, atMost timeout: TimeInterval) async {
+        let waited = closing.eventLoop.makePromise(of: Void.self)
+        closing.cascade(to: waited)
+        let timer = closing.eventLoop.scheduleTask(in: Engine.connectTimeout(seconds: timeout)) {
+            waited.fail(CancellationError())
+        }
+        waited.futureResult.whenComplete { _ in timer.cancel() }
+        try? await withTaskCancellationHandler {
+            try await waited.futureResult.get()
+        } onCancel: {
+            waited.fail(CancellationError())
         }
     }
 

@@ -71,13 +71,24 @@ public final class StreamTask: SessionTask, @unchecked Sendable {
 
     /// Closes the writing side after the writes made so far (the peer reads an end of input);
     /// reading goes on.
+    ///
+    /// Returns once the side is closed, or after the session's `timeoutIntervalForRequest`
+    /// while a peer that does not read holds earlier writes up (the end of input then follows
+    /// them), or when the calling Swift task is cancelled.
     public func closeWrite() async {
-        await connection?.closeWrite()
+        await connection?.closeWrite(timeout: closingTimeout)
     }
 
-    /// Closes the reading side; bytes that already arrived can still be read.
+    /// Closes the reading side; bytes that already arrived can still be read. Returns as
+    /// ``closeWrite()`` does.
     public func closeRead() async {
-        await connection?.closeRead()
+        await connection?.closeRead(timeout: closingTimeout)
+    }
+
+    /// How long closing a side is waited for: the session's `timeoutIntervalForRequest`
+    /// (Foundation's default once the session is gone).
+    private var closingTimeout: TimeInterval {
+        session?.configuration.timeoutIntervalForRequest ?? TransferOptions.foundationDefaultTimeout
     }
 
     /// Starts TLS on the connection (after a protocol's STARTTLS), verifying the server as the
