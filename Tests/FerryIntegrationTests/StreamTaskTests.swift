@@ -191,15 +191,7 @@ struct StreamTaskTests {
     /// STARTTLS, a line over TLS, then TLS stopped in order and plaintext again, against
     /// Python's ssl module (OpenSSL) on the other side.
     @Test func tlsStartsAndStopsInTheMiddleOfTheStream() async throws {
-        let ca = try TestPKI(name: "Ferry STARTTLS CA \(UUID().uuidString.prefix(8))")
-        let identity = try ca.issueServerIdentity(for: ["127.0.0.1", "localhost"])
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("Support/starttls_echo.py")
-        let server = try await ServerProcess(
-            "/usr/bin/env",
-            ["python3", script.path, "PORT", "DIR/cert.pem", "DIR/key.pem"],
-            files: ["cert.pem": identity.certificatePEM, "key.pem": identity.privateKeyPEM]
-        )
+        let (server, ca) = try await Self.startTLSEcho()
         defer { server.stop() }
         let session = try makeSession { $0.tls.trustRoots = .custom(pem: ca.certificatePEM) }
         let task = session.streamTask(withHostName: "localhost", port: server.port)
@@ -233,15 +225,7 @@ struct StreamTaskTests {
     /// `.network` failure, whatever the session's timeout or the caller's cancellation.
     @Test(arguments: ["timeout", "tls-timeout", "cancel"])
     func stopSecureConnectionComesBackWhenThePeerNeverAnswers(ending: String) async throws {
-        let ca = try TestPKI(name: "Ferry STARTTLS CA \(UUID().uuidString.prefix(8))")
-        let identity = try ca.issueServerIdentity(for: ["127.0.0.1", "localhost"])
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("Support/starttls_echo.py")
-        let server = try await ServerProcess(
-            "/usr/bin/env",
-            ["python3", script.path, "PORT", "DIR/cert.pem", "DIR/key.pem", "ignore-close"],
-            files: ["cert.pem": identity.certificatePEM, "key.pem": identity.privateKeyPEM]
-        )
+        let (server, ca) = try await Self.startTLSEcho(mode: ["ignore-close"])
         defer { server.stop() }
         let session = try makeSession {
             $0.tls.trustRoots = .custom(pem: ca.certificatePEM)
@@ -266,6 +250,21 @@ struct StreamTaskTests {
         #expect(error??.reason == (ending == "cancel" ? .cancelled : .timedOut(.idle)), "\(String(describing: error))")
         let ended = await finishing(within: 60) { await completion(of: task) }
         #expect(ended != nil, "the task ended with its connection")
+    }
+
+    /// Support/starttls_echo.py (Python's ssl) with a certificate from a CA of its own, in
+    /// `mode` (its optional last argument); and the CA.
+    private static func startTLSEcho(mode: [String] = []) async throws -> (ServerProcess, TestPKI) {
+        let ca = try TestPKI(name: "Ferry STARTTLS CA \(UUID().uuidString.prefix(8))")
+        let identity = try ca.issueServerIdentity(for: ["127.0.0.1", "localhost"])
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("Support/starttls_echo.py")
+        let server = try await ServerProcess(
+            "/usr/bin/env",
+            ["python3", script.path, "PORT", "DIR/cert.pem", "DIR/key.pem"] + mode,
+            files: ["cert.pem": identity.certificatePEM, "key.pem": identity.privateKeyPEM]
+        )
+        return (server, ca)
     }
 
     @Test func aRefusedConnectionFailsTheTaskAndItsReads() async throws {
