@@ -170,6 +170,21 @@ struct BackgroundSessionTests {
 
 @Suite("Background tasks in this process")
 struct BackgroundTaskControlTests {
+    /// `waitUntilInDaemon()` for a task that never reaches the daemon (never resumed: nothing
+    /// would ever store it) comes back `.cancelled` when its Swift task is cancelled; the
+    /// task itself is left as it was. Before, it waited for ever.
+    @Test func waitingForTheDaemonHonoursItsSwiftTasksCancellation() async throws {
+        let daemon = try DaemonProcess()
+        let session = try Session(configuration: daemon.backgroundConfiguration(identifier: "never"))
+        defer { session.invalidateAndCancel() }
+        let task = session.downloadTask(with: URL(string: "http://127.0.0.1:9/never")!)
+        let waiter = Task { await thrownError { try await task.waitUntilInDaemon() } as? FerryError }
+        waiter.cancel()
+        let error = await finishing(within: 60) { await waiter.value }
+        #expect(error??.reason == .cancelled, "\(String(describing: error))")
+        #expect(task.state == .suspended)
+    }
+
     @Test func suspendAndResumePauseAndResumeTheDaemonsTask() async throws {
         try await withServer { server in
             let daemon = try DaemonProcess()

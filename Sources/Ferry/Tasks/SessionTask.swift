@@ -56,8 +56,10 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
         var earliestBeginDate: Date?
         /// The daemon's id of a background session's task, once submitted.
         var backgroundID: Int64?
-        /// Callers of `waitUntilInDaemon`, until the daemon has the task or it completed.
-        var daemonWaiters: [CheckedContinuation<Void, Never>] = []
+        /// Callers of `waitUntilInDaemon`, until the daemon has the task or it completed, by a
+        /// number of their own (a cancelled one leaves).
+        var daemonWaiters: [Int: CheckedContinuation<Void, Never>] = [:]
+        var nextDaemonWaiter = 0
         /// The owner asked for resume data when it cancelled.
         var producesResumeData = false
         /// What an upload task continues (``Session/uploadTask(withResumeData:headers:)``).
@@ -248,7 +250,8 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
 
     /// For a background session's task: returns once the daemon has stored the task (from
     /// then on it runs whatever happens to this process), or throws the error the task
-    /// completed with before that. Returns at once for other sessions' tasks.
+    /// completed with before that, or ``FerryError/Reason/cancelled`` when the calling Swift
+    /// task is cancelled first (the task goes on). Returns at once for other sessions' tasks.
     ///
     /// ```swift
     /// let task = session.downloadTask(with: url)
@@ -258,17 +261,29 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
     /// ```
     public func waitUntilInDaemon() async throws(FerryError) {
         guard session?.background != nil else { return }
-        // Woken when the id is set or the task completes, whichever comes first.
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let waits = storage.withLock { storage in
-                guard storage.backgroundID == nil, storage.machine.publicState != .completed else { return false }
-                storage.daemonWaiters.append(continuation)
-                return true
-            }
-            if !waits { continuation.resume() }
+        // Woken when the id is set or the task completes, whichever comes first, or when the
+        // caller is cancelled.
+        let id = storage.withLock { storage in
+            defer { storage.nextDaemonWaiter += 1 }
+            return storage.nextDaemonWaiter
         }
-        let error = storage.withLock { $0.backgroundID == nil ? $0.error : nil }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let waits = storage.withLock { storage in
+                    guard storage.backgroundID == nil, storage.machine.publicState != .completed, !Task.isCancelled
+                    else { return false }
+                    storage.daemonWaiters[id] = continuation
+                    return true
+                }
+                if !waits { continuation.resume() }
+            }
+        } onCancel: {
+            storage.withLock { $0.daemonWaiters.removeValue(forKey: id) }?.resume()
+        }
+        let (stored, error) = storage.withLock { ($0.backgroundID != nil, $0.error) }
+        if stored { return }
         if let error { throw error }
+        if Task.isCancelled { throw .cancelled() }
     }
 
     /// Starts the task, or lets a suspended one go on.

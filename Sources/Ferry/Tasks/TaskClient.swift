@@ -134,8 +134,8 @@ struct TaskClient: Sendable {
         nonmutating set {
             let waiters = task.storage.withLock { storage in
                 storage.backgroundID = newValue
-                defer { storage.daemonWaiters = [] }
-                return storage.daemonWaiters
+                defer { storage.daemonWaiters = [:] }
+                return Array(storage.daemonWaiters.values)
             }
             for waiter in waiters { waiter.resume() }
         }
@@ -327,12 +327,12 @@ struct TaskClient: Sendable {
         publish(.finishedCollectingMetrics(metrics), in: &storage)
         publish(.completed(error), in: &storage)
         let completion = Completion(
-            waiters: storage.completionWaiters + storage.daemonWaiters,
+            waiters: storage.completionWaiters + storage.daemonWaiters.values,
             streams: Array(storage.subscribers.values)
         )
         storage.subscribers = [:]
         storage.completionWaiters = []
-        storage.daemonWaiters = []
+        storage.daemonWaiters = [:]
         storage.transfer = nil
         return completion
     }
