@@ -188,8 +188,9 @@ final class Engine: Sendable {
 
     /// How long a request whose idle timeout is `idleTimeout` may take to connect, when the
     /// session's limit (``SessionConfiguration/timeoutIntervalForRequest``) is shorter: the
-    /// smallest power of two seconds that covers it, at most 4,096; `nil` when the session's
-    /// limit covers it.
+    /// smallest power of two seconds that covers it, at most 4,096 (which
+    /// ``connectTimeout(seconds:)`` makes an hour, as it does every limit); `nil` when the
+    /// session's limit covers it.
     ///
     /// A request's own `timeoutInterval` replaces the session's, and connecting is part of
     /// the wait it bounds, as in URLSession. The watchdog ends the request at its own timeout
