@@ -311,17 +311,12 @@ final class StreamConnection: Sendable {
         let written = channel.eventLoop.makePromise(of: Void.self)
         channel.writeAndFlush(ByteBuffer(bytes: data)).cascade(to: written)
         if timeout > 0 {
-            let timer = channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(timeout * 1e9))) {
-                written.fail(FerryError(.timedOut(.idle), "The write did not go out within \(timeout) s."))
+            written.fail(after: .nanoseconds(Int64(timeout * 1e9))) {
+                FerryError(.timedOut(.idle), "The write did not go out within \(timeout) s.")
             }
-            written.futureResult.whenComplete { _ in timer.cancel() }
         }
         do {
-            try await withTaskCancellationHandler {
-                try await written.futureResult.get()
-            } onCancel: {
-                written.fail(CancellationError())
-            }
+            try await written.valueUnlessCancelled()
         } catch {
             throw FerryError.mapping(error)
         }
@@ -357,15 +352,8 @@ final class StreamConnection: Sendable {
     private static func wait(for closing: EventLoopFuture<Void>, atMost timeout: TimeInterval) async {
         let waited = closing.eventLoop.makePromise(of: Void.self)
         closing.cascade(to: waited)
-        let timer = closing.eventLoop.scheduleTask(in: Engine.connectTimeout(seconds: timeout)) {
-            waited.fail(CancellationError())
-        }
-        waited.futureResult.whenComplete { _ in timer.cancel() }
-        try? await withTaskCancellationHandler {
-            try await waited.futureResult.get()
-        } onCancel: {
-            waited.fail(CancellationError())
-        }
+        waited.fail(after: Engine.connectTimeout(seconds: timeout)) { CancellationError() }
+        try? await waited.valueUnlessCancelled()
     }
 
     /// Starts TLS on the connection, verifying the server as the session verifies https hosts
@@ -441,22 +429,16 @@ final class StreamConnection: Sendable {
                 unwrapped.fail(FerryError(.invalidRequest, "The stream task has no secure connection to stop."))
             }
         }
-        let timer = channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(min(timeout, 3600) * 1e9))) {
-            unwrapped.fail(FerryError(.timedOut(.idle), "The peer did not answer close_notify within \(timeout) s."))
+        unwrapped.fail(after: Engine.connectTimeout(seconds: timeout)) {
+            FerryError(.timedOut(.idle), "The peer did not answer close_notify within \(timeout) s.")
         }
-        unwrapped.futureResult.whenComplete { result in
-            timer.cancel()
-            guard case .failure(let error) = result else { return }
+        unwrapped.futureResult.whenFailure { error in
             if error is CancellationError || (error as? FerryError)?.reason == .timedOut(.idle) {
                 SocketEnd.abort(channel)
             }
         }
         do {
-            try await withTaskCancellationHandler {
-                try await unwrapped.futureResult.get()
-            } onCancel: {
-                unwrapped.fail(CancellationError())
-            }
+            try await unwrapped.valueUnlessCancelled()
         } catch {
             throw FerryError.mapping(error)
         }

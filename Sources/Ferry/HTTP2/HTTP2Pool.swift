@@ -234,22 +234,13 @@ final class HTTP2Pool: Sendable {
             switch result {
             case .success(let channel):
                 connected.withLockedValue { $0 = Date() }
-                let timer = channel.eventLoop.scheduleTask(in: timeout) {
-                    ready.fail(HTTPClientError.connectTimeout)
-                }
-                ready.futureResult.whenComplete { outcome in
-                    timer.cancel()
-                    if case .failure = outcome { channel.close(promise: nil) }
-                }
+                ready.fail(after: timeout) { HTTPClientError.connectTimeout }
+                ready.futureResult.whenFailure { _ in channel.close(promise: nil) }
             case .failure(let error):
                 ready.fail(error)
             }
         }
-        let (router, limit) = try await withTaskCancellationHandler {
-            try await ready.futureResult.get()
-        } onCancel: {
-            ready.fail(CancellationError())
-        }
+        let (router, limit) = try await ready.valueUnlessCancelled()
         // `ready` succeeds only from the connected channel's router.
         let channel = try await connecting.get()
         let record = ConnectionRecord(
