@@ -9,19 +9,33 @@ import Glibc
 ///
 /// For tests of calls that must come back: the bound is a generous ceiling on liveness
 /// (tens of seconds for work of milliseconds), never a window a correct run could miss on a
-/// busy machine. A body that never returns is left running; the test has already failed.
+/// busy machine. A body still running at the bound is cancelled (the test has already
+/// failed; a ``poll(until:)`` in it stops), and the timer once the body returns.
 func finishing<Value: Sendable>(
     within seconds: Double,
     _ body: @escaping @Sendable () async -> Value
 ) async -> Value? {
     let outcome = FirstOutcome<Value>()
-    return await withCheckedContinuation { (continuation: CheckedContinuation<Value?, Never>) in
+    var started: [Task<Void, Never>] = []
+    let value = await withCheckedContinuation { (continuation: CheckedContinuation<Value?, Never>) in
         outcome.wait(continuation)
-        Task { outcome.settle(await body()) }
-        Task {
-            try? await Task.sleep(for: .seconds(seconds))
-            outcome.settle(nil)
-        }
+        started = [
+            Task { outcome.settle(await body()) },
+            Task {
+                try? await Task.sleep(for: .seconds(seconds))
+                outcome.settle(nil)
+            },
+        ]
+    }
+    for task in started { task.cancel() }
+    return value
+}
+
+/// Returns once `condition` holds, looking every 5 ms, or once the calling task is cancelled
+/// (as ``finishing(within:_:)`` cancels a body that outlived its bound).
+func poll(until condition: @Sendable () -> Bool) async {
+    while !condition() {
+        do { try await Task.sleep(for: .milliseconds(5)) } catch { return }
     }
 }
 

@@ -87,7 +87,7 @@ struct ConnectLimitTests {
             let openerEnd = Task { await completion(of: opener)?.reason }
             opener.resume()
             // Its connection is in the backlog: it is the one opening.
-            while listener.pendingConnections() < 1 { try? await Task.sleep(for: .milliseconds(5)) }
+            await poll { listener.pendingConnections() >= 1 }
             var brief = URLRequest(url: url)
             brief.timeoutInterval = 2
             let briefEnd = (await thrownError { _ = try await session.data(for: brief) } as? FerryError)?.reason
@@ -97,7 +97,7 @@ struct ConnectLimitTests {
             opener.cancel()
             let openerReason = await openerEnd.value
             var opened = false
-            while !opened && patient.state == .running {
+            while !opened && patient.state == .running && !Task.isCancelled {
                 opened = listener.pendingConnections() >= 2
                 try? await Task.sleep(for: .milliseconds(5))
             }

@@ -146,7 +146,7 @@ struct EveryCallComesBackTests {
             let before = listener.connecting()
             task.resume()
             let connecting = await finishing(within: Self.bound) { () -> Bool in
-                while listener.connecting() <= before { try? await Task.sleep(for: .milliseconds(5)) }
+                await poll { listener.connecting() > before }
                 return true
             }
             #expect(connecting == true, "task \(index) sent its SYN")
@@ -184,7 +184,7 @@ struct EveryCallComesBackTests {
         task.resume()
         let writer = Task { try await task.write(Data(count: 64 << 20), timeout: 0) }
         let held = await finishing(within: Self.bound) { () -> Bool in
-            while unacknowledgedBytes(toPort: listener.port) == 0 { try? await Task.sleep(for: .milliseconds(5)) }
+            await poll { unacknowledgedBytes(toPort: listener.port) > 0 }
             return true
         }
         #expect(held == true, "the peer holds up the write")

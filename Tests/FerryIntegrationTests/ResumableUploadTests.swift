@@ -742,7 +742,5 @@ struct TusChecksumTests {
 /// busy machine saw 1 MiB sent when the whole upload had already finished, and its cancel
 /// then had nothing to produce resume data from.
 func waitForSent(_ task: UploadTask, atLeast bytes: Int64) async {
-    while task.countOfBytesSent < bytes, task.state != .completed {
-        try? await Task.sleep(for: .milliseconds(5))
-    }
+    await poll { task.countOfBytesSent >= bytes || task.state == .completed }
 }
