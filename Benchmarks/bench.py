@@ -362,6 +362,10 @@ for name, limit_ratio, limit_rss, what in (("Ferry (library)", 1.0, ahc_rss + 2,
     ratio, rss = median_of(rows, name, 0) / curl_wall, median_of(rows, name, 2)
     targets.append((f"1 GiB download, {name}", f"≤ {limit_ratio}× curl, ≤ {what} MiB",
                     f"{ratio:.2f}× curl, {rss:.1f} MiB", ratio <= limit_ratio and rss <= limit_rss))
+# Issue 27's: the CLI at most 16 MiB (curl's figure beside it).
+cli_rss = median_of(rows, "ferry get (CLI)", 2)
+targets.append(("1 GiB download, ferry get (CLI): memory", "≤ 16 MiB",
+                f"{cli_rss:.1f} MiB (curl {median_of(rows, 'curl', 2):.1f})", cli_rss <= 16))
 
 # 2. Small GETs on one keep-alive connection.
 with open(os.path.join(work, "root", "small.bin"), "wb") as f:
