@@ -1,7 +1,7 @@
 import Testing
 
 @Suite("The bound tests wait with")
-struct FinishingTests {
+struct BoundedTests {
     /// A body still running at its bound is cancelled: a poll in it ends rather than looking
     /// on for the rest of the run.
     @Test func aBodyPastItsBoundIsCancelled() async {
