@@ -175,7 +175,13 @@ struct BackgroundTaskControlTests {
     /// task itself is left as it was. Before, it waited for ever.
     @Test func waitingForTheDaemonHonoursItsSwiftTasksCancellation() async throws {
         let daemon = try DaemonProcess()
-        let session = try Session(configuration: daemon.backgroundConfiguration(identifier: "never"))
+        // Started and stopped here, and never launched by the session: one it launched
+        // outlived the test (an idle `ferry daemon` left behind by every run of the suite).
+        let pid = try await daemon.start()
+        defer { DaemonProcess.killNine(pid) }
+        var configuration = daemon.backgroundConfiguration(identifier: "never")
+        configuration.backgroundDaemon.startsDaemon = false
+        let session = try Session(configuration: configuration)
         defer { session.invalidateAndCancel() }
         let task = session.downloadTask(with: URL(string: "http://127.0.0.1:9/never")!)
         let waiter = Task { await thrownError { try await task.waitUntilInDaemon() } as? FerryError }
