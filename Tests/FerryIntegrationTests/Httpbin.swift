@@ -49,18 +49,15 @@ final class Httpbin: Sendable {
             stdout: log,
             stderr: log
         )
-        for _ in 0..<400 {
-            if Nginx.accepts(port: port) { return }
-            try await Task.sleep(for: .milliseconds(25))
-        }
-        stop()
+        let state = await ProcessRunner.waitUntilListening(pid: pid, port: port)
+        if state == .listening { return }
+        if state == .silent { ProcessRunner.stop(pid) }
+        let message = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        unlink(log)
         throw NSError(
             domain: "httpbin",
             code: 1,
-            userInfo: [
-                NSLocalizedDescriptionKey:
-                    "httpbin did not start: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")"
-            ]
+            userInfo: [NSLocalizedDescriptionKey: "httpbin did not start (\(state)): \(message)"]
         )
     }
 

@@ -75,16 +75,15 @@ final class Nginx {
             stdout: log + ".out",
             stderr: log + ".err"
         )
-        for _ in 0..<100 {
-            if Self.accepts(port: port) { return }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        stop()
-        let message = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        let state = await ProcessRunner.waitUntilListening(pid: pid, port: port)
+        if state == .listening { return }
+        if state == .silent { ProcessRunner.stop(pid) }
+        let message = [log, log + ".err"].compactMap { try? String(contentsOfFile: $0, encoding: .utf8) }
+        try? FileManager.default.removeItem(at: prefix)
         throw NSError(
             domain: "nginx",
             code: 1,
-            userInfo: [NSLocalizedDescriptionKey: "nginx did not start: \(message)"]
+            userInfo: [NSLocalizedDescriptionKey: "nginx did not start (\(state)): \(message.joined())"]
         )
     }
 
@@ -126,11 +125,7 @@ final class Nginx {
         withLoopbackSocket(port: port) { bind($0, $1, $2) == 0 }
     }
 
-    static func accepts(port: Int) -> Bool {
-        withLoopbackSocket(port: port) { connect($0, $1, $2) == 0 }
-    }
-
-    /// Runs `call` (bind or connect) with a new TCP socket and 127.0.0.1:`port`; closes the
+    /// Runs `call` (a bind) with a new TCP socket and 127.0.0.1:`port`; closes the
     /// socket afterwards.
     private static func withLoopbackSocket(
         port: Int,

@@ -29,21 +29,47 @@ enum ResumableUploadServer {
         cutEvery: Int? = nil,
         _ body: (URL, ServerProcess?) async throws -> Void
     ) async throws {
-        let relayPort = try Nginx.freePort()
-        let origin = cutEvery == nil ? nil : "http://127.0.0.1:\(relayPort)"
-        let server = try await ServerProcess(executable, ["PORT", directory.path] + (origin.map { [$0] } ?? []))
-        defer { server.stop() }
-        var relay: ServerProcess?
-        if let cutEvery {
-            relay = try await ServerProcess(
-                "/usr/bin/env",
-                ["python3", Self.relay.path, "PORT", "\(server.port)", "\(cutEvery)"],
-                port: relayPort
-            )
+        let (server, relay) = try await relayed(cutEvery: cutEvery) { origin in
+            try await ServerProcess(executable, ["PORT", directory.path] + (origin.map { [$0] } ?? []))
         }
-        defer { relay?.stop() }
+        defer {
+            server.stop()
+            relay?.stop()
+        }
         let port = relay?.port ?? server.port
         try await body(try #require(URL(string: "http://127.0.0.1:\(port)/files/upload.bin")), relay)
+    }
+
+    /// Starts a server whose upload resources are on `origin`; with `cutEvery`, behind a
+    /// cutting relay that is its origin.
+    ///
+    /// The relay starts first, on a port it is seen to accept on, and reads the server's port
+    /// from a file when a connection comes. A port picked for the relay before the server
+    /// started could be taken by another test's server before the relay bound it: the relay
+    /// then ended, the probe was answered by the other server, and the upload was refused
+    /// once that server had stopped.
+    ///
+    /// - Parameters:
+    ///   - cutEvery: Where the relay cuts (``Support/cutting_relay.py``), or `nil` for no relay.
+    ///   - start: Starts the server, given the origin to name (`nil`: its own).
+    /// - Returns: The server, and the relay if there is one; the caller stops both.
+    static func relayed(
+        cutEvery: Int?,
+        _ start: (String?) async throws -> ServerProcess
+    ) async throws -> (server: ServerProcess, relay: ServerProcess?) {
+        guard let cutEvery else { return (try await start(nil), nil) }
+        let relay = try await ServerProcess(
+            "/usr/bin/env",
+            ["python3", Self.relay.path, "PORT", "@DIR/target", "\(cutEvery)"]
+        )
+        do {
+            let server = try await start("http://127.0.0.1:\(relay.port)")
+            try relay.write("\(server.port)", toFile: "target")
+            return (server, relay)
+        } catch {
+            relay.stop()
+            throw error
+        }
     }
 
     /// The bytes the relay forwarded to the server in all, and the cuts it made, from its
@@ -308,22 +334,16 @@ struct ResumableUploadDraftTests {
     ) async throws {
         let directory = try makeTemporaryDirectory("rufh-store")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let relayPort = try Nginx.freePort()
-        let origin = cutEvery == nil ? [] : ["http://127.0.0.1:\(relayPort)"]
-        let server = try await ServerProcess(
-            "/usr/bin/env",
-            ["python3", Self.script.path, "PORT", directory.path] + origin
-        )
-        defer { server.stop() }
-        var relay: ServerProcess?
-        if let cutEvery {
-            relay = try await ServerProcess(
+        let (server, relay) = try await ResumableUploadServer.relayed(cutEvery: cutEvery) { origin in
+            try await ServerProcess(
                 "/usr/bin/env",
-                ["python3", ResumableUploadServer.relay.path, "PORT", "\(server.port)", "\(cutEvery)"],
-                port: relayPort
+                ["python3", Self.script.path, "PORT", directory.path] + (origin.map { [$0] } ?? [])
             )
         }
-        defer { relay?.stop() }
+        defer {
+            server.stop()
+            relay?.stop()
+        }
         let session = try makeSession { $0.retryPolicy = RetryPolicy(maximumRetries: 3, baseDelay: 0) }
         defer { session.invalidateAndCancel() }
         let url = try #require(

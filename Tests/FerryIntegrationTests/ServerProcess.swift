@@ -12,21 +12,20 @@ final class ServerProcess {
     private let pid: pid_t
     private let directory: URL
 
-    /// Starts `arguments` (with `PORT` replaced by `port`, or a free port) and waits until it
-    /// accepts.
+    /// Starts `arguments` (with `PORT` replaced by a free port) and waits until it accepts.
     ///
-    /// The wait is for a state, not a time: it ends when the server accepts, or when its
-    /// process has exited (then its output is recorded, and a server given no fixed port is
-    /// tried again on another: a port found free can be taken by another test's server before
-    /// this one binds it). A server alive but silent for a minute fails the test.
-    init(_ executable: String, _ arguments: [String], port: Int? = nil, files: [String: String] = [:]) async throws {
+    /// The wait is for a state, not a time: it ends when the server listens, or when its
+    /// process has exited (then its output is recorded, and it is tried again on another port:
+    /// a port found free can be taken by another test's server before this one binds it). A
+    /// server alive but silent for a minute fails the test.
+    init(_ executable: String, _ arguments: [String], files: [String: String] = [:]) async throws {
         let directory = try makeTemporaryDirectory("server")
         self.directory = directory
         let log = Self.log(in: directory).path
         var attempt = 0
         while true {
             attempt += 1
-            let chosen = try port ?? Nginx.freePort()
+            let chosen = try Nginx.freePort()
             for (name, text) in files {
                 let resolved = text.replacingOccurrences(of: "PORT", with: "\(chosen)")
                 try resolved.write(to: directory.appendingPathComponent(name), atomically: true, encoding: .utf8)
@@ -38,14 +37,14 @@ final class ServerProcess {
                 )
             }
             let pid = try ProcessRunner.spawn(executable, resolved, stdout: log, stderr: log)
-            let state = await Self.waitUntilAccepting(pid: pid, port: chosen)
+            let state = await ProcessRunner.waitUntilListening(pid: pid, port: chosen)
             let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
             switch state {
-            case .accepting:
+            case .listening:
                 self.port = chosen
                 self.pid = pid
                 return
-            case .exited(let status) where port == nil && attempt < 3:
+            case .exited(let status) where attempt < 3:
                 print(
                     "\(executable) exited (status \(status)) before accepting on \(chosen), trying another port: \(output)"
                 )
@@ -61,26 +60,6 @@ final class ServerProcess {
         }
     }
 
-    private enum StartState {
-        case accepting
-        /// The process ended (and was reaped) with this exit status (128 + a signal).
-        case exited(Int32)
-        case silent
-    }
-
-    private static func waitUntilAccepting(pid: pid_t, port: Int) async -> StartState {
-        var status: Int32 = 0
-        for _ in 0..<2_400 {
-            // Ended first: a port another server took is not this server accepting.
-            if waitpid(pid, &status, WNOHANG) == pid {
-                return .exited(ProcessRunner.exitStatus(fromWaitStatus: status))
-            }
-            if Nginx.accepts(port: port) { return .accepting }
-            try? await Task.sleep(for: .milliseconds(25))
-        }
-        return .silent
-    }
-
     /// Where the server's standard output and error go.
     private static func log(in directory: URL) -> URL {
         directory.appendingPathComponent("server.log")
@@ -89,6 +68,12 @@ final class ServerProcess {
     /// What the server printed so far (standard output and error).
     var output: String {
         (try? String(contentsOf: Self.log(in: directory), encoding: .utf8)) ?? ""
+    }
+
+    /// Writes `text` to the file `name` in the server's directory (`DIR` in its arguments),
+    /// replacing it at once: for what the server reads after it started.
+    func write(_ text: String, toFile name: String) throws {
+        try text.write(to: directory.appendingPathComponent(name), atomically: true, encoding: .utf8)
     }
 
     func stop() {

@@ -183,15 +183,16 @@ final class FormEcho: Sendable {
             stdout: log,
             stderr: log
         )
-        for _ in 0..<200 {
-            if Nginx.accepts(port: port) { return }
-            try await Task.sleep(for: .milliseconds(25))
-        }
-        ProcessRunner.stop(pid)
+        let state = await ProcessRunner.waitUntilListening(pid: pid, port: port)
+        if state == .listening { return }
+        if state == .silent { ProcessRunner.stop(pid) }
         throw NSError(
             domain: "form-echo",
             code: 1,
-            userInfo: [NSLocalizedDescriptionKey: "the form echo did not start"]
+            userInfo: [
+                NSLocalizedDescriptionKey:
+                    "the form echo did not start (\(state)): \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")"
+            ]
         )
     }
 

@@ -2,7 +2,9 @@
 
     python3 cutting_relay.py PORT TARGET_PORT CUT [reset | corrupt=N | hold=SECONDS]
 
-Listens on 127.0.0.1:PORT and forwards each connection to 127.0.0.1:TARGET_PORT. When the
+Listens on 127.0.0.1:PORT and forwards each connection to 127.0.0.1:TARGET_PORT (given as
+`@FILE`, the port is read from FILE when each connection comes: for a server started after the
+relay, because it must name the relay as its origin). When the
 bytes forwarded from clients to the target reach the next multiple of CUT (counted over all
 connections), the relay forwards exactly up to it, then resets the client's connection and
 closes the target's (so the target still reads every byte it was given; with `reset`, it
@@ -16,7 +18,8 @@ then): a server whose handshake is slow. After each cut and each connection's en
 import asyncio
 import sys
 
-port, target, cut = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+port, cut = int(sys.argv[1]), int(sys.argv[3])
+target_argument = sys.argv[2]
 mode = sys.argv[4] if len(sys.argv) > 4 else ""
 reset = mode == "reset"
 corrupt_at = int(mode.split("=", 1)[1]) if mode.startswith("corrupt=") else -1
@@ -85,12 +88,20 @@ async def downstream(reader, writer):
     writer.close()
 
 
+def target():
+    """The port to forward to."""
+    if target_argument.startswith("@"):
+        with open(target_argument[1:]) as file:
+            return int(file.read())
+    return int(target_argument)
+
+
 async def relay(client_reader, client_writer):
     if hold:
         await asyncio.sleep(hold)
     try:
-        target_reader, target_writer = await asyncio.open_connection("127.0.0.1", target)
-    except OSError:
+        target_reader, target_writer = await asyncio.open_connection("127.0.0.1", target())
+    except (OSError, ValueError):
         client_writer.transport.abort()
         return
     await asyncio.gather(

@@ -1,0 +1,67 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension ProcessRunner {
+    /// How the wait for a server process to listen ended.
+    enum ListenState: Equatable {
+        /// The process listens on the port.
+        case listening
+        /// The process ended (and was reaped) with this exit status (128 + a signal).
+        case exited(Int32)
+        /// The process neither listened nor ended within a minute.
+        case silent
+    }
+
+    /// Waits until process `pid`, started to serve `port`, listens there.
+    ///
+    /// The wait is for a state, not a time: it ends when the process listens (it holds the
+    /// listening socket: see ``listens(pid:port:)``), or when it has ended; only a process
+    /// alive and not listening for a minute ends it otherwise. A busy machine can take
+    /// seconds to start a server, so no shorter bound fits.
+    ///
+    /// - Parameters:
+    ///   - pid: The server's process, started by this test (it is reaped if it ends).
+    ///   - port: The port it was told to listen on.
+    static func waitUntilListening(pid: pid_t, port: Int) async -> ListenState {
+        var status: Int32 = 0
+        for _ in 0..<2_400 {
+            if waitpid(pid, &status, WNOHANG) == pid {
+                return .exited(exitStatus(fromWaitStatus: status))
+            }
+            if listens(pid: pid, port: port) { return .listening }
+            try? await Task.sleep(for: .milliseconds(25))
+        }
+        return .silent
+    }
+
+    /// Whether process `pid` listens on TCP `port`: a socket of `/proc/net/tcp` (or `tcp6`)
+    /// in the listening state on that port is among the process's open files.
+    ///
+    /// That the port accepts a connection is not enough: while a server starts, another test's
+    /// server can hold the port it was given (the free port it was handed, taken in between),
+    /// and a test would then talk to a server that is not its own.
+    static func listens(pid: pid_t, port: Int) -> Bool {
+        let suffix = String(format: ":%04X", port)
+        var sockets: Set<String> = []
+        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            let text = (try? String(contentsOfFile: table, encoding: .utf8)) ?? ""
+            for line in text.split(separator: "\n").dropFirst() {
+                // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+                let fields = line.split(separator: " ")
+                if fields.count > 9, fields[1].hasSuffix(suffix), fields[3] == "0A" {
+                    sockets.insert("socket:[\(fields[9])]")
+                }
+            }
+        }
+        guard !sockets.isEmpty else { return false }
+        let files = "/proc/\(pid)/fd"
+        let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: files)) ?? []
+        return descriptors.contains { descriptor in
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "\(files)/\(descriptor)"))
+                .map(sockets.contains) ?? false
+        }
+    }
+}
