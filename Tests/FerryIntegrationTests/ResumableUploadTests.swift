@@ -43,7 +43,7 @@ enum ResumableUploadServer {
     /// Starts a server whose upload resources are on `origin`; with `cutEvery`, behind a
     /// cutting relay that is its origin.
     ///
-    /// The relay starts first, on a port it is seen to accept on, and reads the server's port
+    /// The relay starts first, on a port it is seen to listen on, and reads the server's port
     /// from a file when a connection comes. A port picked for the relay before the server
     /// started could be taken by another test's server before the relay bound it: the relay
     /// then ended, the probe was answered by the other server, and the upload was refused

@@ -12,7 +12,7 @@ final class ServerProcess {
     private let pid: pid_t
     private let directory: URL
 
-    /// Starts `arguments` (with `PORT` replaced by a free port) and waits until it accepts.
+    /// Starts `arguments` (with `PORT` replaced by a free port) and waits until it listens.
     ///
     /// The wait is for a state, not a time: it ends when the server listens, or when its
     /// process has exited (then its output is recorded, and it is tried again on another port:
@@ -46,14 +46,14 @@ final class ServerProcess {
                 return
             case .exited(let status) where attempt < 3:
                 print(
-                    "\(executable) exited (status \(status)) before accepting on \(chosen), trying another port: \(output)"
+                    "\(executable) exited (status \(status)) before listening on \(chosen), trying another port: \(output)"
                 )
                 continue
             case .exited(let status):
-                Issue.record("\(executable) exited (status \(status)) before accepting on \(chosen): \(output)")
+                Issue.record("\(executable) exited (status \(status)) before listening on \(chosen): \(output)")
             case .silent:
                 ProcessRunner.stop(pid)
-                Issue.record("\(executable) did not accept on \(chosen) within a minute: \(output)")
+                Issue.record("\(executable) did not listen on \(chosen) within a minute: \(output)")
             }
             try? FileManager.default.removeItem(at: directory)
             throw CancellationError()
