@@ -49,16 +49,12 @@ final class Httpbin: Sendable {
             stdout: log,
             stderr: log
         )
-        let state = await ProcessRunner.waitUntilListening(pid: pid, port: port)
-        if state == .listening { return }
-        if state == .silent { ProcessRunner.stop(pid) }
-        let message = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-        unlink(log)
-        throw NSError(
-            domain: "httpbin",
-            code: 1,
-            userInfo: [NSLocalizedDescriptionKey: "httpbin did not start (\(state)): \(message)"]
-        )
+        do {
+            try await ProcessRunner.expectListening(pid: pid, port: port, server: "httpbin", logs: [log])
+        } catch {
+            unlink(log)
+            throw error
+        }
     }
 
     /// `http://127.0.0.1:PORT` + `path`.

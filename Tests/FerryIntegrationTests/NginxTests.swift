@@ -75,16 +75,12 @@ final class Nginx {
             stdout: log + ".out",
             stderr: log + ".err"
         )
-        let state = await ProcessRunner.waitUntilListening(pid: pid, port: port)
-        if state == .listening { return }
-        if state == .silent { ProcessRunner.stop(pid) }
-        let message = [log, log + ".err"].compactMap { try? String(contentsOfFile: $0, encoding: .utf8) }
-        try? FileManager.default.removeItem(at: prefix)
-        throw NSError(
-            domain: "nginx",
-            code: 1,
-            userInfo: [NSLocalizedDescriptionKey: "nginx did not start (\(state)): \(message.joined())"]
-        )
+        do {
+            try await ProcessRunner.expectListening(pid: pid, port: port, server: "nginx", logs: [log, log + ".err"])
+        } catch {
+            try? FileManager.default.removeItem(at: prefix)
+            throw error
+        }
     }
 
     /// Reloads the configuration, as `nginx -s reload` does (a server started `reloadable`):

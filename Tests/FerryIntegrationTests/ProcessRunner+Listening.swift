@@ -37,6 +37,29 @@ extension ProcessRunner {
         return .silent
     }
 
+    /// Waits until server process `pid` listens on `port`, or throws an error that says how the
+    /// wait ended, with what the server wrote.
+    ///
+    /// The wait is ``waitUntilListening(pid:port:)``'s; a server still alive when it gives up is
+    /// stopped.
+    ///
+    /// - Parameters:
+    ///   - pid: The server's process, started by this test.
+    ///   - port: The port it was told to listen on.
+    ///   - server: The server's name, for the error (its domain and message).
+    ///   - logs: The files the server writes to, read into the error.
+    static func expectListening(pid: pid_t, port: Int, server: String, logs: [String]) async throws {
+        let state = await waitUntilListening(pid: pid, port: port)
+        if state == .listening { return }
+        if state == .silent { stop(pid) }
+        let written = logs.compactMap { try? String(contentsOfFile: $0, encoding: .utf8) }.joined()
+        throw NSError(
+            domain: server,
+            code: 1,
+            userInfo: [NSLocalizedDescriptionKey: "\(server) did not start (\(state)): \(written)"]
+        )
+    }
+
     /// Whether process `pid` listens on TCP `port`: a socket of `/proc/net/tcp` (or `tcp6`)
     /// in the listening state on that port is among the process's open files.
     ///

@@ -183,17 +183,7 @@ final class FormEcho: Sendable {
             stdout: log,
             stderr: log
         )
-        let state = await ProcessRunner.waitUntilListening(pid: pid, port: port)
-        if state == .listening { return }
-        if state == .silent { ProcessRunner.stop(pid) }
-        throw NSError(
-            domain: "form-echo",
-            code: 1,
-            userInfo: [
-                NSLocalizedDescriptionKey:
-                    "the form echo did not start (\(state)): \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")"
-            ]
-        )
+        try await ProcessRunner.expectListening(pid: pid, port: port, server: "the form echo", logs: [log])
     }
 
     func stop() { ProcessRunner.stop(pid) }
