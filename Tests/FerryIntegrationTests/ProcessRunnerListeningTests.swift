@@ -17,22 +17,4 @@ import Glibc
         }
         #expect(error?.localizedDescription == "the server did not start (exited(3)): no such module\n")
     }
-
-    @Test func aServerThatListensEndsTheWait() async throws {
-        let log = FileManager.default.temporaryDirectory.appendingPathComponent("listens-\(getpid()).log").path
-        defer { unlink(log) }
-        let port = try Nginx.freePort()
-        let pid = try ProcessRunner.spawn(
-            "/usr/bin/env",
-            [
-                "python3", "-c",
-                "import socket,time; s=socket.socket(); s.bind(('127.0.0.1', \(port))); s.listen(); time.sleep(60)",
-            ],
-            stdout: log,
-            stderr: log
-        )
-        defer { ProcessRunner.stop(pid) }
-        #expect(await ProcessRunner.waitUntilListening(pid: pid, port: port) == .listening)
-        #expect(!ProcessRunner.listens(pid: pid, port: port == 65_535 ? 65_534 : port + 1))
-    }
 }
