@@ -154,21 +154,27 @@ private func clientSockets(toPort port: Int) -> [(state: Substring, sendQueue: I
     return sockets
 }
 
-/// The text of a `/proc/net` table, read with one buffer of 8 MiB. Read a page at a time
-/// (as `String(contentsOfFile:)` reads it), the kernel's iterator lost lines between pages:
-/// sockets seen by the peer were missing from the reader's table for seconds together.
-private func wholeTable(_ path: String) -> String? {
+/// The whole text of a `/proc/net` table, read with one `read` into a buffer of 8 MiB.
+///
+/// `String(contentsOfFile:)` cannot be used: the file's size is 0 by `stat`, and Foundation
+/// then makes one read of about 4 KiB, so every socket after the first 27 or so is missing
+/// (on a machine where a test run leaves hundreds of connections in `TIME_WAIT`, a server's
+/// listening socket was not seen for a minute). Nor a page at a time: the kernel's iterator
+/// then loses lines that move between reads, and sockets seen by the peer were missing from
+/// the table for seconds together.
+func wholeTable(_ path: String) -> String? {
     let descriptor = open(path, O_RDONLY)
     guard descriptor >= 0 else { return nil }
     defer { close(descriptor) }
-    var bytes = [UInt8](repeating: 0, count: 8 << 20)
-    var filled = 0
-    while filled < bytes.count {
-        let count = bytes.withUnsafeMutableBytes { read(descriptor, $0.baseAddress! + filled, $0.count - filled) }
-        if count <= 0 { break }
-        filled += count
+    let bytes = [UInt8](unsafeUninitializedCapacity: 8 << 20) { buffer, filled in
+        filled = 0
+        while filled < buffer.count {
+            let count = read(descriptor, buffer.baseAddress! + filled, buffer.count - filled)
+            if count <= 0 { break }
+            filled += count
+        }
     }
-    return String(decoding: bytes[..<filled], as: UTF8.self)
+    return String(decoding: bytes, as: UTF8.self)
 }
 
 /// Whether at least `minimum` connections to `port` are established, reading the tables

@@ -63,6 +63,8 @@ extension ProcessRunner {
     /// Whether process `pid` listens on TCP `port`: a socket of `/proc/net/tcp` (or `tcp6`)
     /// in the listening state on that port is among the process's open files.
     ///
+    /// The tables are read whole (``wholeTable(_:)``): a run leaves hundreds of sockets there.
+    ///
     /// That the port accepts a connection is not enough: while a server starts, another test's
     /// server can hold the port it was given (the free port it was handed, taken in between),
     /// and a test would then talk to a server that is not its own.
@@ -70,8 +72,7 @@ extension ProcessRunner {
         let suffix = String(format: ":%04X", port)
         var sockets: Set<String> = []
         for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-            let text = (try? String(contentsOfFile: table, encoding: .utf8)) ?? ""
-            for line in text.split(separator: "\n").dropFirst() {
+            for line in (wholeTable(table) ?? "").split(separator: "\n").dropFirst() {
                 // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
                 let fields = line.split(separator: " ")
                 if fields.count > 9, fields[1].hasSuffix(suffix), fields[3] == "0A" {
