@@ -154,11 +154,11 @@ private func clientSockets(toPort port: Int) -> [(state: Substring, sendQueue: I
     return sockets
 }
 
-/// The whole text of a `/proc/net` table, read with one `read` into a buffer of 8 MiB.
+/// The whole text of a `/proc/net` table, read into one buffer of 8 MiB.
 ///
 /// `String(contentsOfFile:)` cannot be used: the file's size is 0 by `stat`, and Foundation
 /// then makes one read of about 4 KiB, so every socket after the first 27 or so is missing
-/// (on a machine where a test run leaves hundreds of connections in `TIME_WAIT`, a server's
+/// (in a full test run, with hundreds of other tests' sockets listed before it, a server's
 /// listening socket was not seen for a minute). Nor a page at a time: the kernel's iterator
 /// then loses lines that move between reads, and sockets seen by the peer were missing from
 /// the table for seconds together.
