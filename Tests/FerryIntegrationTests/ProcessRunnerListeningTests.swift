@@ -64,28 +64,19 @@ private struct LoopbackListeners {
     init(count: Int) throws {
         var descriptors: [Int32] = []
         var ports: [Int] = []
-        for _ in 0..<count {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            guard fd >= 0 else { break }
-            descriptors.append(fd)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let bound = withUnsafeMutablePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    bind(fd, $0, length) == 0 && listen(fd, 1) == 0 && getsockname(fd, $0, &length) == 0
-                }
+        do {
+            for _ in 0..<count {
+                let (descriptor, port) = try boundLoopbackSocket()
+                descriptors.append(descriptor)
+                guard listen(descriptor, 1) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+                ports.append(port)
             }
-            guard bound else { break }
-            ports.append(Int(UInt16(bigEndian: address.sin_port)))
+        } catch {
+            for descriptor in descriptors { Glibc.close(descriptor) }
+            throw error
         }
         self.descriptors = descriptors
         self.ports = ports
-        guard ports.count == count else {
-            close()
-            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
-        }
     }
 
     func close() {
