@@ -126,55 +126,13 @@ func establishedConnections(toPort port: Int) -> Int {
 /// Local clients' sockets to `port` in the kernel's TCP state `state` (`/proc/net/tcp`'s
 /// `st`, in hex: `01` established, `02` SYN sent).
 func connections(toPort port: Int, inState state: String) -> Int {
-    clientSockets(toPort: port).filter { $0.state == state }.count
+    TCPTableSocket.all().filter { $0.remotePort == port && $0.state == state }.count
 }
 
 /// Bytes local clients have written to `port` that the peer has not acknowledged (the
 /// kernel's send queues): above 0 while a peer that does not read holds them up.
 func unacknowledgedBytes(toPort port: Int) -> Int {
-    clientSockets(toPort: port).map(\.sendQueue).reduce(0, +)
-}
-
-/// The local clients' sockets to `port`, from `/proc/net/tcp` and `tcp6`: each one's state
-/// (`st`) and send queue (`tx_queue`).
-private func clientSockets(toPort port: Int) -> [(state: Substring, sendQueue: Int)] {
-    let hexPort = String(format: ":%04X", port)
-    var sockets: [(state: Substring, sendQueue: Int)] = []
-    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        guard let text = wholeTable(table) else { continue }
-        for line in text.split(separator: "\n").dropFirst() {
-            let fields = line.split(separator: " ")
-            // sl local_address rem_address st tx_queue:rx_queue: a client's socket has the
-            // server's port remote.
-            guard fields.count > 4, fields[2].hasSuffix(hexPort) else { continue }
-            let queue = fields[4].split(separator: ":").first.flatMap { Int($0, radix: 16) } ?? 0
-            sockets.append((fields[3], queue))
-        }
-    }
-    return sockets
-}
-
-/// The whole text of a `/proc/net` table, read into one buffer of 8 MiB.
-///
-/// `String(contentsOfFile:)` cannot be used: the file's size is 0 by `stat`, and Foundation
-/// then makes one read of about 4 KiB, so every socket after the first 27 or so is missing
-/// (in a full test run, with hundreds of other tests' sockets listed before it, a server's
-/// listening socket was not seen for a minute). Nor a page at a time: the kernel's iterator
-/// then loses lines that move between reads, and sockets seen by the peer were missing from
-/// the table for seconds together.
-func wholeTable(_ path: String) -> String? {
-    let descriptor = open(path, O_RDONLY)
-    guard descriptor >= 0 else { return nil }
-    defer { close(descriptor) }
-    let bytes = [UInt8](unsafeUninitializedCapacity: 8 << 20) { buffer, filled in
-        filled = 0
-        while filled < buffer.count {
-            let count = read(descriptor, buffer.baseAddress! + filled, buffer.count - filled)
-            if count <= 0 { break }
-            filled += count
-        }
-    }
-    return String(decoding: bytes, as: UTF8.self)
+    TCPTableSocket.all().filter { $0.remotePort == port }.map(\.sendQueue).reduce(0, +)
 }
 
 /// Whether at least `minimum` connections to `port` are established, reading the tables

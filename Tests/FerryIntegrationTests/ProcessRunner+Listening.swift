@@ -69,17 +69,11 @@ extension ProcessRunner {
     /// server can hold the port it was given (the free port it was handed, taken in between),
     /// and a test would then talk to a server that is not its own.
     static func listens(pid: pid_t, port: Int) -> Bool {
-        let suffix = String(format: ":%04X", port)
-        var sockets: Set<String> = []
-        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-            for line in (wholeTable(table) ?? "").split(separator: "\n").dropFirst() {
-                // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
-                let fields = line.split(separator: " ")
-                if fields.count > 9, fields[1].hasSuffix(suffix), fields[3] == "0A" {
-                    sockets.insert("socket:[\(fields[9])]")
-                }
+        let sockets = Set(
+            TCPTableSocket.all().filter { $0.localPort == port && $0.state == TCPTableSocket.listening }.map {
+                "socket:[\($0.inode)]"
             }
-        }
+        )
         guard !sockets.isEmpty else { return false }
         let files = "/proc/\(pid)/fd"
         let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: files)) ?? []

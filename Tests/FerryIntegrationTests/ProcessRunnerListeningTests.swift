@@ -43,13 +43,7 @@ import Glibc
         let others = try LoopbackListeners(count: 300)
         defer { others.close() }
         let listening = Set(
-            (wholeTable("/proc/net/tcp") ?? "").split(separator: "\n").compactMap { line -> Int? in
-                let fields = line.split(separator: " ")
-                guard fields.count > 3, fields[3] == "0A", let port = fields[1].split(separator: ":").last else {
-                    return nil
-                }
-                return Int(port, radix: 16)
-            }
+            TCPTableSocket.all(in: ["/proc/net/tcp"]).filter { $0.state == TCPTableSocket.listening }.map(\.localPort)
         )
         let missing = others.ports.filter { !listening.contains($0) }
         #expect(missing.isEmpty, "\(missing.count) of the \(others.ports.count) listening sockets missing")
