@@ -697,8 +697,8 @@ targets.append(("1 GiB multipart upload", "≤ 1.1× curl -F, ≤ 40 MiB", f"{ra
                 ratio <= 1.1 and rss <= 40))
 
 run_steal = stolen_percent(*stolen["run"])
-print("\n## Targets\n\nFrom the benchmark issue, medians of this run. Where a target is missed, the README's "
-      f"Benchmarks section says why and what was tried. Over the whole run {run_steal:.1f} % of the CPU time was "
+print("\n## Targets\n\nFrom the benchmark issue, medians of this run. Where a target is missed, docs/Performance.md "
+      f"says why and what was tried. Over the whole run {run_steal:.1f} % of the CPU time was "
       "stolen by other guests" + (": above 2 %, this run is not one to compare or publish." if run_steal > 2 else ".") + "\n")
 print("| scenario | target | measured | met |\n|---|---|---|---|")
 for scenario, goal, measured, met in targets:
