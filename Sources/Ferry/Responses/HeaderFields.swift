@@ -38,8 +38,11 @@ public struct HeaderFields: Sendable, Equatable, Sequence, ExpressibleByDictiona
     }
 
     /// Field names compare case-insensitively (RFC 9110 §5.1); they are ASCII tokens, so
-    /// this compares bytes without allocating lowercased copies.
+    /// this compares bytes without allocating lowercased copies. Names of different lengths
+    /// (most of a head's, for any one name asked) differ at once: a native string knows its
+    /// UTF-8 count.
     static func sameName(_ a: String, _ b: String) -> Bool {
+        guard a.utf8.count == b.utf8.count else { return false }
         var left = a.utf8.makeIterator()
         var right = b.utf8.makeIterator()
         while true {
