@@ -11,6 +11,8 @@ extension ProcessRunner {
         case listening
         /// The process ended (and was reaped) with this exit status (128 + a signal).
         case exited(Int32)
+        /// The process is gone, reaped by someone else: its status is not known.
+        case gone
         /// The process neither listened nor ended within a minute.
         case silent
     }
@@ -18,8 +20,9 @@ extension ProcessRunner {
     /// Waits until process `pid`, started to serve `port`, listens there.
     ///
     /// The wait is for a state, not a time: it ends when the process listens (it holds the
-    /// listening socket: see ``listens(pid:port:)``), or when it has ended; only a process
-    /// alive and not listening for a minute ends it otherwise. A busy machine can take
+    /// listening socket: see ``listens(pid:port:)``), or when it has ended (reaped here, or
+    /// gone when `waitpid` says it is not this process's child); only a process alive and
+    /// not listening for a minute ends it otherwise. A busy machine can take
     /// seconds to start a server, so no shorter bound fits.
     ///
     /// - Parameters:
@@ -28,9 +31,9 @@ extension ProcessRunner {
     static func waitUntilListening(pid: pid_t, port: Int) async -> ListenState {
         var status: Int32 = 0
         for _ in 0..<2_400 {
-            if waitpid(pid, &status, WNOHANG) == pid {
-                return .exited(exitStatus(fromWaitStatus: status))
-            }
+            let reaped = waitpid(pid, &status, WNOHANG)
+            if reaped == pid { return .exited(exitStatus(fromWaitStatus: status)) }
+            if reaped == -1 && errno == ECHILD && kill(pid, 0) == -1 && errno == ESRCH { return .gone }
             if listens(pid: pid, port: port) { return .listening }
             try? await Task.sleep(for: .milliseconds(25))
         }

@@ -38,6 +38,19 @@ import Glibc
         #expect(!ProcessRunner.listens(pid: pid, port: others.ports[0]))
     }
 
+    /// A process reaped by someone else (no longer this process's child, no longer alive) ends
+    /// the wait at once; before, `waitpid`'s `ECHILD` was taken for "still running", and the
+    /// wait ran its minute out.
+    @Test func aProcessReapedElsewhereEndsTheWait() async throws {
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("reaped-\(getpid()).log").path
+        defer { unlink(log) }
+        let port = try Nginx.freePort()
+        let pid = try ProcessRunner.spawn("/bin/sh", ["-c", "exit 0"], stdout: log, stderr: log)
+        var status: Int32 = 0
+        #expect(waitpid(pid, &status, 0) == pid)
+        #expect(await ProcessRunner.waitUntilListening(pid: pid, port: port) == .gone)
+    }
+
     /// A table far longer than one read of `String(contentsOfFile:)` (about 4 KiB) is read whole.
     @Test func aTableIsReadWhole() throws {
         let others = try LoopbackListeners(count: 300)

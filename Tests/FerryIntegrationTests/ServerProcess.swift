@@ -51,6 +51,8 @@ final class ServerProcess {
                 continue
             case .exited(let status):
                 Issue.record("\(executable) exited (status \(status)) before listening on \(chosen): \(output)")
+            case .gone:
+                Issue.record("\(executable) ended, reaped elsewhere, before listening on \(chosen): \(output)")
             case .silent:
                 ProcessRunner.stop(pid)
                 Issue.record("\(executable) did not listen on \(chosen) within a minute: \(output)")
