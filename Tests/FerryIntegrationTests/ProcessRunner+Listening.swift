@@ -22,8 +22,8 @@ extension ProcessRunner {
     /// The wait is for a state, not a time: it ends when the process listens (it holds the
     /// listening socket: see ``listens(pid:port:)``), or when it has ended (reaped here, or
     /// gone when `waitpid` says it is not this process's child); only a process alive and
-    /// not listening for a minute ends it otherwise. A busy machine can take
-    /// seconds to start a server, so no shorter bound fits.
+    /// not listening for a minute ends it otherwise. A busy machine can take seconds to start
+    /// a server, so no shorter bound fits.
     ///
     /// - Parameters:
     ///   - pid: The server's process, started by this test (it is reaped if it ends).
