@@ -117,7 +117,7 @@ func thrownError(_ body: () async throws -> Void) async -> (any Error)? {
 /// `/proc/net/tcp` and `tcp6`): a check that a call closed its connection that other tests
 /// running in parallel cannot disturb.
 ///
-/// Each table is read in one large `read` (see ``wholeTable(_:)``); a count that must reach
+/// Each table is read in one large `read` (see ``TCPTableSocket/all(in:)``); a count that must reach
 /// some number is asked with ``establishedConnections(toPort:atLeast:)``, which reads again.
 func establishedConnections(toPort port: Int) -> Int {
     connections(toPort: port, inState: "01")

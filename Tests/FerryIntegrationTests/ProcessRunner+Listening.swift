@@ -66,7 +66,7 @@ extension ProcessRunner {
     /// Whether process `pid` listens on TCP `port`: a socket of `/proc/net/tcp` (or `tcp6`)
     /// in the listening state on that port is among the process's open files.
     ///
-    /// The tables are read whole (``wholeTable(_:)``): a run leaves hundreds of sockets there.
+    /// The tables are read whole (``TCPTableSocket/all(in:)``): a run leaves hundreds of sockets there.
     ///
     /// That the port accepts a connection is not enough: while a server starts, another test's
     /// server can hold the port it was given (the free port it was handed, taken in between),

@@ -6,7 +6,7 @@ import Glibc
 
 /// One socket of the kernel's TCP tables (`/proc/net/tcp` and `tcp6`), as much of it as the
 /// tests ask about.
-struct TCPTableSocket: Equatable {
+struct TCPTableSocket {
     /// The local port.
     var localPort: Int
     /// The remote port (0 for a listening socket).
@@ -46,27 +46,27 @@ struct TCPTableSocket: Equatable {
         self.sendQueue = sendQueue
         self.inode = fields[9]
     }
-}
 
-/// The whole text of a `/proc/net` table, read into one buffer of 8 MiB.
-///
-/// `String(contentsOfFile:)` cannot be used: the file's size is 0 by `stat`, and Foundation
-/// then makes one read of about 4 KiB, so every socket after the first 27 or so is missing
-/// (in a full test run, with hundreds of other tests' sockets listed before it, a server's
-/// listening socket was not seen for a minute). Nor a page at a time: the kernel's iterator
-/// then loses lines that move between reads, and sockets seen by the peer were missing from
-/// the table for seconds together.
-func wholeTable(_ path: String) -> String? {
-    let descriptor = open(path, O_RDONLY)
-    guard descriptor >= 0 else { return nil }
-    defer { close(descriptor) }
-    let bytes = [UInt8](unsafeUninitializedCapacity: 8 << 20) { buffer, filled in
-        filled = 0
-        while filled < buffer.count {
-            let count = read(descriptor, buffer.baseAddress! + filled, buffer.count - filled)
-            if count <= 0 { break }
-            filled += count
+    /// The whole text of a `/proc/net` table, read into one buffer of 8 MiB.
+    ///
+    /// `String(contentsOfFile:)` cannot be used: the file's size is 0 by `stat`, and Foundation
+    /// then makes one read of about 4 KiB, so every socket after the first 27 or so is missing
+    /// (in a full test run, with hundreds of other tests' sockets listed before it, a server's
+    /// listening socket was not seen for a minute). Nor a page at a time: the kernel's iterator
+    /// then loses lines that move between reads, and sockets seen by the peer were missing from
+    /// the table for seconds together.
+    private static func wholeTable(_ path: String) -> String? {
+        let descriptor = open(path, O_RDONLY)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        let bytes = [UInt8](unsafeUninitializedCapacity: 8 << 20) { buffer, filled in
+            filled = 0
+            while filled < buffer.count {
+                let count = read(descriptor, buffer.baseAddress! + filled, buffer.count - filled)
+                if count <= 0 { break }
+                filled += count
+            }
         }
+        return String(decoding: bytes, as: UTF8.self)
     }
-    return String(decoding: bytes, as: UTF8.self)
 }
