@@ -24,6 +24,28 @@ struct FileSystemPathTests {
         #expect(FileSystem.lexicalPath(url) == "/x/z/f")
     }
 
+    /// `FileSystem.path` gives what `URL.path` gives: trailing slashes off (but the root's),
+    /// escapes decoded except `%2F`, a relative URL resolved against its base.
+    @Test(arguments: [
+        "file:///x/dir//", "file:///x//y/", "file:///", "file:////", "file:///x/%2F/", "file:///a/b/../c/",
+        "file:///x/%2Fy", "file:///x/a%20b", "file:///x/%C3%A4", "file:///x?q#f", "file:///x;p/", "file://host/p",
+        "http://h/p/", "file:",
+    ])
+    func aURLsPathIsWhatFoundationGives(_ string: String) throws {
+        let url = try #require(URL(string: string))
+        #expect(FileSystem.path(url) == url.path)
+    }
+
+    @Test func aFileURLsPathIsWhatFoundationGives() {
+        let urls = [
+            URL(fileURLWithPath: "/x/é ü/", isDirectory: true), URL(fileURLWithPath: "/x/100%"),
+            URL(fileURLWithPath: "/x/q?a#b"), URL(fileURLWithPath: "relative/a b"),
+            URL(fileURLWithPath: "/x/dir", isDirectory: true).appendingPathComponent("f"),
+            URL(fileURLWithPath: "../d/", isDirectory: true, relativeTo: URL(fileURLWithPath: "/base/x/")),
+        ]
+        for url in urls { #expect(FileSystem.path(url) == url.path) }
+    }
+
     @Test func relativePathsKeepTheirLeadingParents() {
         #expect(FileSystem.lexicallyNormalized("../a/./b/../c") == "../a/c")
         #expect(FileSystem.lexicallyNormalized("a/..") == ".")

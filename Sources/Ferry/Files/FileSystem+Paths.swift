@@ -14,7 +14,28 @@ extension FileSystem {
     /// FileSystem.lexicalPath(URL(fileURLWithPath: "/tmp/../dev/./null"))   // "/dev/null"
     /// ```
     static func lexicalPath(_ url: URL) -> String {
-        lexicallyNormalized(url.path)
+        lexicallyNormalized(path(url))
+    }
+
+    /// `url.path`, worked out without rebuilding the URL when it can be.
+    ///
+    /// On Linux `URL.path` builds the absolute URL's string and parses it again; with many
+    /// small files that was a fiftieth of the process's CPU, for the one call each download
+    /// makes. The percent-encoded path of a URL with no base and no `%` in it is already the
+    /// decoded one, and needs only `path`'s trailing slashes taken off; any other URL (one
+    /// relative to a base, one whose path has an escape, such as `%2F`, which `path` keeps
+    /// as it is) gets `url.path` itself.
+    ///
+    /// ```swift
+    /// FileSystem.path(URL(fileURLWithPath: "/tmp/dir/", isDirectory: true))   // "/tmp/dir"
+    /// ```
+    static func path(_ url: URL) -> String {
+        guard url.baseURL == nil else { return url.path }
+        var path = url.path(percentEncoded: true)
+        let slash = UInt8(ascii: "/")
+        guard !path.utf8.contains(UInt8(ascii: "%")) else { return url.path }
+        while path.utf8.count > 1, path.utf8.last == slash { path.removeLast() }
+        return path
     }
 
     /// `path` with `.` and `..` segments, repeated slashes and a trailing slash taken out; a

@@ -57,7 +57,7 @@ public struct DownloadDestination: Sendable {
         self.resolve = { _, _ in url }
         self.options = options
         self.fixedURL = url
-        self.fixedPath = url.path
+        self.fixedPath = FileSystem.path(url)
         self.handle = handle
     }
 
