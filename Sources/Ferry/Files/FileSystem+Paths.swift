@@ -32,9 +32,8 @@ extension FileSystem {
     static func path(_ url: URL) -> String {
         guard url.baseURL == nil else { return url.path }
         var path = url.path(percentEncoded: true)
-        let slash = UInt8(ascii: "/")
         guard !path.utf8.contains(UInt8(ascii: "%")) else { return url.path }
-        while path.utf8.count > 1, path.utf8.last == slash { path.removeLast() }
+        while path.utf8.count > 1, path.utf8.last == UInt8(ascii: "/") { path.removeLast() }
         return path
     }
 
