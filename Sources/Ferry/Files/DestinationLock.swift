@@ -20,7 +20,7 @@ final class DestinationLock: Sendable {
     ///
     /// - Parameter description: what the error names as busy (default: the destination).
     convenience init(destination: URL, description: String? = nil) throws {
-        try self.init(destinationPath: destination.path, description: description)
+        try self.init(destinationPath: FileSystem.path(destination), description: description)
     }
 
     /// Claims the file at `destination` (a file URL's path), or throws when another download

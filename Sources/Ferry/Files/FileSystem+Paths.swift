@@ -20,8 +20,9 @@ extension FileSystem {
     /// `url.path`, worked out without rebuilding the URL when it can be.
     ///
     /// On Linux `URL.path` builds the absolute URL's string and parses it again; with many
-    /// small files that was a fiftieth of the process's CPU, for the one call each download
-    /// makes. The percent-encoded path of a URL with no base and no `%` in it is already the
+    /// small files the one call a download made for its destination was a fiftieth of the
+    /// process's CPU. Each step that turns a destination URL into a path (its lock, its
+    /// move) calls this instead. The percent-encoded path of a URL with no base and no `%` in it is already the
     /// decoded one, and needs only `path`'s trailing slashes taken off; any other URL (one
     /// relative to a base, one whose path has an escape, such as `%2F`, which `path` keeps
     /// as it is) gets `url.path` itself.

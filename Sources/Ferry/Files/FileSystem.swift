@@ -164,7 +164,7 @@ package enum FileSystem {
     /// destination file is never removed before the new one is complete. A source whose
     /// name no longer holds the file it should (`source.identity`) is not moved.
     static func moveFile(from source: MoveSource, to destination: URL, createDirectories: Bool, replace: Bool) throws {
-        try moveFile(from: source, toPath: destination.path, createDirectories: createDirectories, replace: replace)
+        try moveFile(from: source, toPath: path(destination), createDirectories: createDirectories, replace: replace)
     }
 
     /// ``moveFile(from:to:createDirectories:replace:)`` to a file URL's path (`URL.path`).

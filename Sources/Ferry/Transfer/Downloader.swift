@@ -277,9 +277,10 @@ extension Downloader {
     ) throws -> DestinationLock? {
         guard destination.fixedURL == nil else { return nil }
         let target = try destination.resolve(file.url, head)
+        let targetPath = FileSystem.path(target)
         var info = stat()
-        if !destination.options.contains(.removePreviousFile), lstat(target.path, &info) == 0 {
-            throw FerryError(.destinationExists, "'\(target.path)' already exists.", response: head)
+        if !destination.options.contains(.removePreviousFile), lstat(targetPath, &info) == 0 {
+            throw FerryError(.destinationExists, "'\(targetPath)' already exists.", response: head)
         }
         let parent = target.deletingLastPathComponent()
         if destination.options.contains(.createIntermediateDirectories) {
@@ -288,7 +289,7 @@ extension Downloader {
             // The move will say that the directory is missing.
             return nil
         }
-        return try DestinationLock(destination: target)
+        return try DestinationLock(destinationPath: targetPath)
     }
 
     /// One response: the machine judges its head, then its body is written (or refused);

@@ -46,7 +46,7 @@ extension Transfer {
                 }
                 try FileSystem.moveFile(
                     from: source?.moveSource ?? FileSystem.MoveSource(location),
-                    toPath: destination.fixedPath ?? target.path,
+                    toPath: destination.fixedPath ?? FileSystem.path(target),
                     createDirectories: destination.options.contains(.createIntermediateDirectories),
                     replace: destination.options.contains(.removePreviousFile)
                 )
