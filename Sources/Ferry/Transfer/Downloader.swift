@@ -282,10 +282,10 @@ extension Downloader {
         if !destination.options.contains(.removePreviousFile), lstat(targetPath, &info) == 0 {
             throw FerryError(.destinationExists, "'\(targetPath)' already exists.", response: head)
         }
-        let parent = target.deletingLastPathComponent()
+        let parent = FileSystem.splitPath(targetPath).directory
         if destination.options.contains(.createIntermediateDirectories) {
-            try FileSystem.createDirectory(parent, mode: 0o755)
-        } else if stat(parent.path, &info) != 0 {
+            try FileSystem.createDirectory(atPath: parent, mode: 0o755)
+        } else if stat(parent, &info) != 0 {
             // The move will say that the directory is missing.
             return nil
         }
