@@ -22,10 +22,10 @@ extension FileSystem {
     /// On Linux `URL.path` builds the absolute URL's string and parses it again; with many
     /// small files the one call a download made for its destination was a fiftieth of the
     /// process's CPU. Each step that turns a destination URL into a path (its lock, its
-    /// move) calls this instead. The percent-encoded path of a URL with no base and no `%` in it is already the
-    /// decoded one, and needs only `path`'s trailing slashes taken off; any other URL (one
-    /// relative to a base, one whose path has an escape, such as `%2F`, which `path` keeps
-    /// as it is) gets `url.path` itself.
+    /// move) calls this instead. The percent-encoded path of a URL with no base and no `%`
+    /// in it is already the decoded one, and needs only `path`'s trailing slashes taken
+    /// off; any other URL (one relative to a base, one whose path has an escape, such as
+    /// `%2F`, which `path` keeps as it is) gets `url.path` itself.
     ///
     /// ```swift
     /// FileSystem.path(URL(fileURLWithPath: "/tmp/dir/", isDirectory: true))   // "/tmp/dir"
