@@ -65,13 +65,21 @@ extension HTTP2Pool {
         /// A request to `key` asks for a connection.
         mutating func lease(_ key: Key) -> Action {
             if http1Origins.contains(key.origin) { return .http1 }
-            let candidates = connections.filter { $0.value.key == key && $0.value.usable }
-            if let (number, _) =
-                candidates
-                .filter({ $0.value.streams < $0.value.limit })
-                .min(by: { ($0.value.streams, $0.key) < ($1.value.streams, $1.key) })
-            {
-                connections[number]?.streams += 1
+            // One pass, no collection built: this runs for every request. Connections rank by
+            // streams in use, then number.
+            var candidates = 0
+            var leastBusy: (streams: Int, number: Int)?
+            var leastBusyWithRoom: (streams: Int, number: Int)?
+            for (number, connection) in connections where connection.key == key && connection.usable {
+                candidates += 1
+                let rank = (streams: connection.streams, number: number)
+                if leastBusy.map({ rank < $0 }) ?? true { leastBusy = rank }
+                if connection.streams < connection.limit, leastBusyWithRoom.map({ rank < $0 }) ?? true {
+                    leastBusyWithRoom = rank
+                }
+            }
+            if let (_, number) = leastBusyWithRoom {
+                connections.modifyValue(forKey: number) { $0.streams += 1 }
                 return .use(connection: number)
             }
             let opening = openings.filter { $0.value.key == key }
@@ -86,7 +94,7 @@ extension HTTP2Pool {
                 return .wait(opening: number)
             }
             let allowed = key.slot == 0 ? maximumConnections : 1
-            if candidates.count + opening.count < allowed {
+            if candidates + opening.count < allowed {
                 nextNumber += 1
                 openings[nextNumber] = Opening(key: key)
                 return .connect(opening: nextNumber)
@@ -96,9 +104,10 @@ extension HTTP2Pool {
                 return .wait(opening: number)
             }
             // At the limit: the least busy connection queues the stream.
-            guard let (number, _) = candidates.min(by: { ($0.value.streams, $0.key) < ($1.value.streams, $1.key) })
-            else { preconditionFailure("a key at its limit has a connection or an opening") }
-            connections[number]?.streams += 1
+            guard let (_, number) = leastBusy else {
+                preconditionFailure("a key at its limit has a connection or an opening")
+            }
+            connections.modifyValue(forKey: number) { $0.streams += 1 }
             return .use(connection: number)
         }
 
@@ -131,9 +140,10 @@ extension HTTP2Pool {
 
         /// A stream of connection `number` ended (or its request never started one).
         mutating func released(_ number: Int) {
-            guard let streams = connections[number]?.streams else { return }
-            precondition(streams > 0, "a stream is released once")
-            connections[number]?.streams = streams - 1
+            connections.modifyValue(forKey: number) { connection in
+                precondition(connection.streams > 0, "a stream is released once")
+                connection.streams -= 1
+            }
         }
 
         /// The server's `SETTINGS_MAX_CONCURRENT_STREAMS` on connection `number`.

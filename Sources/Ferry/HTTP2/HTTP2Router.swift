@@ -91,8 +91,9 @@ final class HTTP2Router: ChannelInboundHandler {
     private let number: Int
     private let idleTimeout: TimeAmount
     private var context: ChannelHandlerContext?
-    /// Changed in place (`streams[id]?.begin(…)`), never copied out and back for a frame: a
-    /// copy retains and releases the stream's sink, for each of nginx's 8 KiB frames.
+    /// Changed in place (`streams.modifyValue(forKey: id) { $0.begin(…) }`) for a frame: not
+    /// copied out and back (a copy retains and releases the stream's sink, for each of
+    /// nginx's 8 KiB frames), nor through `streams[id]?.begin(…)`, whose accessors allocate.
     private var streams: [HTTP2StreamID: Stream] = [:]
     private var nextStreamID: Int32 = 1
     /// Where the streams' payload is gathered (made with the connection's allocator).
@@ -223,7 +224,9 @@ final class HTTP2Router: ChannelInboundHandler {
 
     /// `bytes` of stream `id` were taken by its reader (or never reached it).
     private func grant(_ id: HTTP2StreamID, _ bytes: Int) {
-        if let increment = streams[id]?.take(bytes) { writeWindowUpdate(id, increment) }
+        if let increment = streams.modifyValue(forKey: id, { $0.take(bytes) }) ?? nil {
+            writeWindowUpdate(id, increment)
+        }
     }
 
     /// A `WINDOW_UPDATE` (§6.9), written below `NIOHTTP2Handler`: the handler never counted
@@ -347,7 +350,7 @@ final class HTTP2Router: ChannelInboundHandler {
         // stops the others; the stream's own window holds the server back.
         if let increment = connectionWindow.taken(length) { writeWindowUpdate(.rootStream, increment) }
         // A stream that ended meanwhile (cancelled, reset): its frames are counted and dropped.
-        switch streams[id]?.begin(length, endStream: endStream) {
+        switch streams.modifyValue(forKey: id, { $0.begin(length, endStream: endStream) }) {
         case nil, .accepted:
             break
         case .beforeAnswer:
@@ -366,7 +369,9 @@ final class HTTP2Router: ChannelInboundHandler {
     /// Payload of the `DATA` frame of stream `id` that began last, gathered for the stream's
     /// reader (``HTTP2Gatherer``), whose taking it grants the window again.
     func payload(_ id: HTTP2StreamID, _ buffer: ByteBuffer) {
-        guard let withinLength = streams[id]?.receive(buffer.readableBytes) else { return }
+        guard let withinLength = streams.modifyValue(forKey: id, { $0.receive(buffer.readableBytes) }) else {
+            return
+        }
         guard withinLength else {
             reset(id, .protocolError, NIOHTTP2Errors.contentLengthViolated())
             return

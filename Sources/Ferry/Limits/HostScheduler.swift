@@ -38,7 +38,8 @@ struct HostScheduler: Sendable {
             running[origin] = active + 1
             return .proceed
         }
-        waiting[origin, default: []].enqueue(ticket)
+        // In place, not through `waiting[origin, default: []]`, whose accessors allocate.
+        if waiting.modifyValue(forKey: origin, { $0.enqueue(ticket) }) == nil { waiting[origin] = [ticket] }
         return .wait
     }
 
@@ -66,7 +67,7 @@ struct HostScheduler: Sendable {
 
     /// A task holding a slot for `origin` is done with it.
     mutating func release(for origin: Origin) -> ReleaseAction {
-        if let next = waiting[origin]?.popFirst() {
+        if let next = waiting.modifyValue(forKey: origin, { $0.popFirst() }) ?? nil {
             if waiting[origin]?.isEmpty == true { waiting[origin] = nil }
             return .grant(next)
         }
