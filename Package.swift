@@ -15,6 +15,13 @@ let lazyLibcurlFunctions = [
     "url_get", "url_set", "version", "version_info",
 ].map { "curl_" + $0 }
 
+/// `Fuzz/run` sets FERRY_FUZZ=1 to build `ferry-fuzz` with libFuzzer and AddressSanitizer:
+/// Ferry, whose hand-written parsers are the targets, and ferry-fuzz are instrumented, in the
+/// same build folder as the tests, so no dependency is built again (instrumenting every
+/// module took 5 min of CI, this takes one). Unset, as for everyone else, nothing changes.
+let fuzzing = Context.environment["FERRY_FUZZ"] == "1"
+let fuzzSanitizers: [SwiftSetting] = fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address"])] : []
+
 let package = Package(
     name: "Ferry",
     platforms: [.macOS(.v15), .iOS(.v18)],
@@ -78,7 +85,7 @@ let package = Package(
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSwift6 + fuzzSanitizers
         ),
         // A ClientTransport for swift-openapi-runtime over a Session (a product of its own, so
         // that Ferry's users who generate no client never build the runtime).
@@ -178,12 +185,15 @@ let package = Package(
             swiftSettings: strictSwift6
         ),
         // The parsers Ferry wrote by hand as fuzz targets: Fuzz/run builds it with libFuzzer and
-        // AddressSanitizer; built plainly (as here), it replays the seed corpora in Fuzz/Corpus.
+        // AddressSanitizer (FERRY_FUZZ=1, above); built plainly, it replays the seed corpora in
+        // Fuzz/Corpus.
         .executableTarget(
             name: "ferry-fuzz",
             dependencies: ["Ferry", .product(name: "NIOCore", package: "swift-nio")],
             path: "Fuzz/FerryFuzz",
-            swiftSettings: strictSwift6
+            swiftSettings: strictSwift6 + fuzzSanitizers
+                + (fuzzing ? [.define("FUZZING"), .unsafeFlags(["-parse-as-library"])] : []),
+            linkerSettings: fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address"])] : []
         ),
         // In-process clients for Benchmarks/run: Ferry and the peers it is measured against.
         .executableTarget(
