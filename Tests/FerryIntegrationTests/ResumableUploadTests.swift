@@ -330,6 +330,7 @@ struct ResumableUploadDraftTests {
     func withServer(
         mode: String = "normal",
         cutEvery: Int? = nil,
+        configure: (inout SessionConfiguration) -> Void = { _ in },
         _ body: (Session, URL, URL, ServerProcess) async throws -> Void
     ) async throws {
         let directory = try makeTemporaryDirectory("rufh-store")
@@ -344,7 +345,10 @@ struct ResumableUploadDraftTests {
             server.stop()
             relay?.stop()
         }
-        let session = try makeSession { $0.retryPolicy = RetryPolicy(maximumRetries: 3, baseDelay: 0) }
+        let session = try makeSession {
+            $0.retryPolicy = RetryPolicy(maximumRetries: 3, baseDelay: 0)
+            configure(&$0)
+        }
         defer { session.invalidateAndCancel() }
         let url = try #require(
             URL(string: "http://127.0.0.1:\(relay?.port ?? server.port)/files/upload.bin?mode=\(mode)")
@@ -412,6 +416,64 @@ struct ResumableUploadDraftTests {
             let log = exchanges(server)
             #expect(log.contains("deleted") == (mode != "cross-origin" && mode != "switch"), "\(mode): \(log)")
             if mode == "cross-origin" { #expect(!log.contains { $0.hasPrefix("PATCH") }) }
+        }
+    }
+
+    /// An append answered 401 (then sent again with the session's credential) or 307 (then
+    /// sent again where it points) is sent whole a second time: what the machine knows was
+    /// sent is what one sending handed on, not both added up, and the progress starts again
+    /// from the append's offset, not from 0.
+    @Test(arguments: ["auth", "redirect"])
+    func anAppendSentAgainCountsOneSending(mode: String) async throws {
+        let size = 3 << 20
+        let body = TestContent.data(size: Int64(size), seed: 37)
+        let credential: (inout SessionConfiguration) -> Void = {
+            $0.credential = Credential(user: "up", password: "loader")
+        }
+        try await withServer(mode: mode, configure: credential) { session, url, directory, server in
+            let task = session.uploadTask(with: put(url), from: body)
+            task.resume()
+            var totals: [Int64] = []
+            for await case .sentBodyData(_, let total, _) in task.events { totals.append(total) }
+            #expect(task.error == nil, "\(mode): \(String(describing: task.error)): \(exchanges(server))")
+            #expect(task.response?.statusCode == 201)
+            #expect(try Data(contentsOf: directory.appendingPathComponent("upload.bin")) == body)
+            let patches = exchanges(server).filter { $0.hasPrefix("PATCH") }
+            // Without a credential sent at once, each append is challenged; only the first is
+            // redirected.
+            let offsets = mode == "auth" ? [0, 0, 1 << 20, 1 << 20, 2 << 20, 2 << 20] : [0, 0, 1 << 20, 2 << 20]
+            #expect(patches.map { $0.split(separator: " ")[2] } == offsets.map { "offset=\($0)" })
+            // Once past the first append's offset, the count never falls below it again.
+            let past = try #require(totals.firstIndex { $0 > 1 << 20 })
+            #expect(totals[past...].allSatisfy { $0 >= 1 << 20 }, "\(mode): \(totals)")
+            #expect(task.countOfBytesSent == Int64(size))
+        }
+    }
+
+    /// An append read whole and refused (401, 307), then cut on its second sending: the
+    /// upload's resume data says the furthest byte sent is the append's end, the furthest
+    /// either sending handed on, not what both handed on together; and a server that then
+    /// claims more than that is refused, as it is for an append sent once (`past`).
+    @Test(arguments: ["auth-past", "redirect-past"])
+    func anAppendSentAgainIsJudgedByWhatOneSendingSent(mode: String) async throws {
+        let body = TestContent.data(size: 3 << 20, seed: 38)
+        let configure: (inout SessionConfiguration) -> Void = {
+            $0.credential = Credential(user: "up", password: "loader")
+            $0.retryPolicy = RetryPolicy(maximumRetries: 0)
+        }
+        try await withServer(mode: mode, configure: configure) { session, url, directory, server in
+            let task = session.uploadTask(with: put(url), from: body)
+            task.resume()
+            for await _ in task.events {}
+            let resume = try #require(task.error?.uploadResumeData, "\(mode): \(String(describing: task.error))")
+            #expect(resume.bytesSent == 1 << 20, "\(mode): \(exchanges(server))")
+            #expect(resume.bytesAcknowledged <= resume.bytesSent)
+
+            let continued = session.uploadTask(withResumeData: resume, from: body)
+            continued.resume()
+            for await _ in continued.events {}
+            #expect(continued.error?.reason == .badServerResponse, "\(mode): \(String(describing: continued.error))")
+            #expect(files(in: directory).isEmpty, "\(mode)")
         }
     }
 

@@ -21,9 +21,14 @@ extension Transfer {
     /// `lease` (the transfer's own unless a segment of a split download brings its own).
     ///
     /// The ``RequestLoop`` decides every next step; this performs its actions.
+    ///
+    /// - Parameter offset: where `body` starts in what the task sends (a resumable upload's
+    ///   append continues the upload there): when the loop sends the body again, the task's
+    ///   count of bytes sent starts again from it.
     func send<Result: Sendable>(
         _ request: URLRequest,
         body: RequestBody?,
+        sentFrom offset: Int64 = 0,
         lease: HostLimiter.Lease? = nil,
         consume: (ResponseBody, HTTPResponse) async throws -> Result
     ) async throws -> Result {
@@ -40,7 +45,7 @@ extension Transfer {
         while true {
             switch action {
             case .send(let hop):
-                if hop.isRepeat, hop.body != nil { origin.client.resetSentBytes() }
+                if hop.isRepeat, hop.body != nil { origin.client.resetSentBytes(to: offset) }
                 switch try await send(hop, of: loop, lease: lease, consume: consume) {
                 case .final(let result): return result
                 case .event(let event): action = loop.next(after: event)

@@ -247,14 +247,18 @@ struct Uploader: TransferPart {
         sentFrom offset: Int64,
         machine: inout ResumableUploadStateMachine
     ) async throws -> Reply {
-        let handed = Atomic<Int64>(0)
+        // What the exchange handed on: the request loop sends the body again after a 401 or a
+        // 307 / 308, so each sending counts from 0 and the furthest of them is what the
+        // server can hold (sendings never add up: the second repeats the first's bytes).
+        let handed = Handed()
         let counted = body.map { body in
             RequestBody.provided(
                 ByteChunks {
+                    handed.sending.store(0, ordering: .relaxed)
                     var base = body.chunks().makeAsyncIterator()
                     return ByteChunks.Iterator {
                         let chunk = try await base.next()
-                        if let chunk { handed.add(Int64(chunk.readableBytes), ordering: .relaxed) }
+                        if let chunk { handed.add(Int64(chunk.readableBytes)) }
                         return chunk
                     }
                 },
@@ -263,14 +267,14 @@ struct Uploader: TransferPart {
         }
         let transfer = self.transfer
         do {
-            return try await transfer.send(request, body: counted) { responseBody, head in
+            return try await transfer.send(request, body: counted, sentFrom: offset) { responseBody, head in
                 let location = head.headers["Location"].flatMap { URL(string: $0, relativeTo: head.url)?.absoluteURL }
                 let answer = ResumableUploadStateMachine.Answer(
                     status: head.statusCode,
                     fields: UploadFields(head.headers),
                     location: location
                 )
-                let next = machine.answered(answer, sentUpTo: offset + handed.load(ordering: .relaxed))
+                let next = machine.answered(answer, sentUpTo: offset + handed.furthest.load(ordering: .relaxed))
                 guard case .deliver = next else {
                     await responseBody.drain()
                     return .next(next)
@@ -280,10 +284,24 @@ struct Uploader: TransferPart {
         } catch {
             let failure = transfer.ferryError(from: error)
             if Task.isCancelled || failure.reason == .cancelled {
-                machine.handed(upTo: offset + handed.load(ordering: .relaxed))
+                machine.handed(upTo: offset + handed.furthest.load(ordering: .relaxed))
                 throw error
             }
-            return .next(machine.failed(failure, sentUpTo: offset + handed.load(ordering: .relaxed), cancelled: false))
+            return .next(
+                machine.failed(failure, sentUpTo: offset + handed.furthest.load(ordering: .relaxed), cancelled: false)
+            )
+        }
+    }
+
+    /// How much of an exchange's body its sendings handed to the connection: the one going
+    /// on, and the furthest any of them came. One sending at a time adds to it.
+    private final class Handed: Sendable {
+        let sending = Atomic<Int64>(0)
+        let furthest = Atomic<Int64>(0)
+
+        func add(_ count: Int64) {
+            let now = sending.add(count, ordering: .relaxed).newValue
+            furthest.max(now, ordering: .relaxed)
         }
     }
 

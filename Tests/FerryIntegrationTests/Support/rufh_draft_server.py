@@ -17,13 +17,20 @@ stored in DIRECTORY under the target's last path component, and the target answe
 - `vanish`: the server's first append is answered 404, and its resource is gone;
 - `switch`: appends are answered 400 in interop version 6 (a server that changed protocol);
 - `chunks`: `max-append-size` is 1 MiB (as in `backwards` and `past`);
-- `stall-delete`: `DELETE` is never answered.
+- `stall-delete`: `DELETE` is never answered;
+- `auth`, `redirect`: `max-append-size` is 1 MiB, and the first append is read whole, then
+  answered 401 (a Basic challenge; the append must come again with `Authorization`) or 307
+  (to the same resource, by another URL) without storing a byte;
+- `auth-past`, `redirect-past`: as `auth` and `redirect`, but the append sent again is cut
+  after 300 KiB (which are stored), and the next `HEAD` claims 800 KiB more: more than
+  either sending of the append handed on, less than both together.
 
 Every request line and every stored or deleted upload is printed, so tests can read the
 exchanges.
 """
 import os
 import secrets
+import socket
 import time
 import sys
 import threading
@@ -48,6 +55,7 @@ class Upload:
         self.data = bytearray()
         self.complete = False
         self.appends = 0
+        self.claimed = 0  # bytes a HEAD claims beyond those stored (`auth-past`, `redirect-past`)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -83,6 +91,16 @@ class Handler(BaseHTTPRequestHandler):
             left -= len(chunk)
         return True
 
+    def discard_content(self):
+        """Reads the request's content and drops it; True when whole."""
+        left = int(self.headers.get("Content-Length", "0"))
+        while left > 0:
+            chunk = self.rfile.read(min(left, 65536))
+            if not chunk:
+                return False
+            left -= len(chunk)
+        return True
+
     def finish_upload(self, upload):
         upload.complete = True
         with open(os.path.join(directory, upload.name), "wb") as out:
@@ -91,7 +109,7 @@ class Handler(BaseHTTPRequestHandler):
         self.answer(201, [("Upload-Complete", "?1")], f"stored {len(upload.data)}\n".encode())
 
     def limits(self, mode):
-        if mode in ("chunks", "backwards", "past"):
+        if mode in ("chunks", "backwards", "past", "auth", "auth-past", "redirect", "redirect-past"):
             return "max-append-size=1048576, max-age=3600"
         return "min-size=0, max-age=3600"
 
@@ -149,7 +167,7 @@ class Handler(BaseHTTPRequestHandler):
         if upload is None:
             self.answer(404)
             return
-        fields = [("Upload-Offset", str(len(upload.data))), ("Upload-Complete", "?1" if upload.complete else "?0"),
+        fields = [("Upload-Offset", str(len(upload.data) + upload.claimed)), ("Upload-Complete", "?1" if upload.complete else "?0"),
                   ("Upload-Limit", self.limits(upload.mode)), ("Cache-Control", "no-store")]
         if upload.length is not None:
             fields.append(("Upload-Length", str(upload.length)))
@@ -184,14 +202,24 @@ class Handler(BaseHTTPRequestHandler):
         if upload.mode == "conflict" or offset != str(len(upload.data)):
             # Read what the client sends before answering: closed on a client still sending,
             # the connection would be reset and the 409 lost (the client then asks the offset).
-            left = int(self.headers.get("Content-Length", "0"))
-            while left > 0:
-                chunk = self.rfile.read(min(left, 65536))
-                if not chunk:
-                    return
-                left -= len(chunk)
+            if not self.discard_content():
+                return
             self.answer(409, [("Upload-Offset", "0" if upload.mode == "conflict" else str(len(upload.data))),
                               ("Upload-Complete", "?0")])
+            return
+        refusing = upload.mode.split("-")[0] in ("auth", "redirect")
+        if refusing and (upload.appends == 1 or (upload.mode.startswith("auth") and "Authorization" not in self.headers)):
+            self.discard_content()
+            if upload.mode.startswith("auth"):
+                self.answer(401, [("WWW-Authenticate", 'Basic realm="uploads"')])
+            else:
+                self.answer(307, [("Location", f"{origin}/uploads/{token}?moved=1")])
+            return
+        if upload.mode.endswith("-past") and upload.appends == 2:
+            upload.data.extend(self.rfile.read(300 << 10))
+            upload.claimed = 800 << 10
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
             return
         if not self.read_into(upload):
             return
