@@ -10,8 +10,10 @@ import FoundationNetworking
 /// once with `-Z` (at most `--parallel-max`, and `--max-per-host` to one host), each to its
 /// own file, as curl and aria2c do.
 ///
-/// Each download runs in a session of its own (its URL's credentials, proxy and pins, as a
-/// single `ferry get` has them); the command's cookies are one store. A download whose
+/// Downloads whose configurations are equal (the same folder, connections, proxy, credential
+/// and pins: ``JobSessions``) share one session and its connections, as curl's `-Z` does; each
+/// URL still gets the credentials, proxy and pins a single `ferry get` would give it. The
+/// command's cookies are one store. A download whose
 /// sources are mirrors tries them in order: the next continues the bytes the one before kept
 /// (Range with If-Range, under the same resume key), which a mirror serving another version
 /// answers with the whole file, so versions are never mixed. The exit status follows curl
@@ -42,6 +44,7 @@ extension GetCommand {
             fail(error)
         }
         let cookies = CookieStore()
+        let sessions = JobSessions()
         let running = RunningDownloads()
         let interrupt = Self.onInterrupt { running.interrupt() }
         defer { interrupt.cancel() }
@@ -58,7 +61,13 @@ extension GetCommand {
                 group.addTask {
                     let host = URL(string: job.urls.first ?? "")?.host ?? ""
                     await gate.enter(host)
-                    let status = await self.run(job, report: report, cookies: cookies, running: running)
+                    let status = await self.run(
+                        job,
+                        report: report,
+                        sessions: sessions,
+                        cookies: cookies,
+                        running: running
+                    )
                     await gate.leave(host)
                     return (index, status)
                 }
@@ -70,6 +79,7 @@ extension GetCommand {
             }
             return statuses
         }
+        sessions.finish()
         connection.saveCookieJar(cookieConfiguration(cookies))
         if running.interrupted { Foundation.exit(ExitStatus.interrupted) }
         Foundation.exit(Self.status(of: statuses, parallel: parallel, inputFile: inputFile != nil))
@@ -96,6 +106,7 @@ extension GetCommand {
     private func run(
         _ job: DownloadJob,
         report: WriteOut?,
+        sessions: JobSessions,
         cookies: CookieStore,
         running: RunningDownloads
     ) async -> Int32 {
@@ -104,10 +115,12 @@ extension GetCommand {
         for (attempt, url) in job.urls.enumerated() {
             source = url
             do {
-                let (session, task) = try prepare(
+                let task = try prepare(
                     job,
                     source: url,
                     continuing: continueDownload || attempt > 0,
+                    report: report,
+                    sessions: sessions,
                     cookies: cookies
                 )
                 running.add(task)
@@ -115,7 +128,6 @@ extension GetCommand {
                 task.resume()
                 for await _ in events {}
                 running.remove(task)
-                session.finishTasksAndInvalidate()
                 if let report {
                     let status = task.error.map { ExitStatus.code(for: $0) } ?? 0
                     report.write(
@@ -148,22 +160,33 @@ extension GetCommand {
         return running.interrupted ? ExitStatus.interrupted : ExitStatus.code(for: failure)
     }
 
-    /// The download task for `job` from `source`, and the session of its own it runs in (which
-    /// the caller holds: a task does not keep its session).
+    /// The download task for `job` from `source`, in the session of `sessions` that its
+    /// configuration calls for.
     private func prepare(
         _ job: DownloadJob,
         source: String,
         continuing: Bool,
+        report: WriteOut?,
+        sessions: JobSessions,
         cookies: CookieStore
-    ) throws -> (Session, DownloadTask) {
+    ) throws -> DownloadTask {
         guard var request = CommandRequest.make(url: source, method: .get, headers: headers + job.headers),
             let target = request.url
         else {
             throw FerryError(.invalidURL, "'\(source)' is not an http or https URL.")
         }
         if let problem = CommandRequest.headerProblem(in: job.headers) { throw FerryError(.invalidRequest, problem) }
-        var configuration = downloadConfiguration(connections: job.split ?? split, request: &request)
+        let connections = job.split ?? split
+        var configuration = downloadConfiguration(connections: connections, request: &request)
         try connection.apply(to: &configuration, for: target, request: &request, cookies: cookies)
+        // The session's limits must not hold back what --max-per-host (and each job's
+        // connections) allow: the host gate decides how many run.
+        let perHost = (parallel ? maximumPerHost : 1) * connections
+        configuration.httpMaximumConnectionsPerHost = max(configuration.httpMaximumConnectionsPerHost, perHost)
+        configuration.collectsConnectionMetrics = report?.needsConnectionMetrics == true
+        // --limit-rate is each transfer's, as curl's is with -Z: on the task, not the shared session.
+        let rate = configuration.maximumBytesPerSecond
+        configuration.maximumBytesPerSecond = nil
         let folder = URL(
             fileURLWithPath: job.directory ?? directory ?? FileManager.default.currentDirectoryPath,
             isDirectory: true
@@ -179,13 +202,13 @@ extension GetCommand {
         let destination: DownloadDestination =
             job.output.map { .file(folder.appendingPathComponent($0), options: replacing) }
             ?? .directory(folder, options: replacing)
-        let session = try Session(configuration: configuration)
-        let task = session.downloadTask(with: request, to: destination)
+        let task = try sessions.session(for: configuration).downloadTask(with: request, to: destination)
+        task.maximumBytesPerSecond = rate
         // One key for every mirror of the file: the next continues what the last kept.
         task.resumeKey = job.output.map { folder.appendingPathComponent($0).standardizedFileURL.path } ?? job.urls[0]
         task.resumesFromStore = continuing
         task.checksum = try job.checksum.map { text throws(FerryError) in try Checksum(parsing: text) }
-        return (session, task)
+        return task
     }
 
     /// Whether trying the next mirror can succeed where `error` failed: what the server or

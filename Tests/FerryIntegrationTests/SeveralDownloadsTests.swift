@@ -264,3 +264,64 @@ struct SeveralDownloadsTests {
         }
     }
 }
+
+/// `ferry get -Z` of many files from one host over HTTPS shares its connections as curl's
+/// `-Z` does, beside curl on the same nginx: one session for the command's jobs, not a
+/// session (and a TLS handshake) per file. The connections are counted in nginx's log.
+@Suite("Several downloads share their connections", .enabled(if: Nginx.enabled))
+struct SharedConnectionTests {
+    /// The distinct connections of the log's lines from `start` on (`$connection` ends each).
+    func connections(_ origin: HTTP2Origin, from start: Int) throws -> (requests: Int, connections: Int) {
+        let lines = try origin.logged().dropFirst(start)
+        return (lines.count, Set(lines.compactMap { $0.split(separator: " ").last }).count)
+    }
+
+    @Test(arguments: ["ssl http2", "ssl"])
+    func parallelDownloadsOverTLSOpenNoMoreConnectionsThanCurl(listen: String) async throws {
+        let root = try await makeHTTP2Root("shared-connections", mebibytes: 0)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let count = 40
+        for index in 1...count {
+            try TestContent.data(size: 64 << 10, seed: UInt64(index))
+                .write(to: root.appendingPathComponent("f\(index).bin"))
+        }
+        let origin = try await HTTP2Origin(root: root, listen: listen)
+        defer { origin.stop() }
+        let urls = try (1...count).map { try origin.url("/f\($0).bin").absoluteString }
+        let ca = ["--cacert", origin.caFile.path]
+        let ours = try makeTemporaryDirectory("shared-ferry")
+        let theirs = try makeTemporaryDirectory("shared-curl")
+        defer {
+            try? FileManager.default.removeItem(at: ours)
+            try? FileManager.default.removeItem(at: theirs)
+        }
+
+        let ferry = try await ProcessRunner.run(
+            "/bin/sh",
+            ["-c", "cd '\(ours.path)' && exec \"$@\"", "sh", ProcessRunner.ferry, "get", "-q", "-Z"]
+                + ["--parallel-max", "6", "-O"] + ca + urls
+        )
+        #expect(ferry.status == 0, "\(ferry.stderrText)")
+        let ferryLogged = try connections(origin, from: 0)
+        let curl = try await ProcessRunner.run(
+            "/bin/sh",
+            ["-c", "cd '\(theirs.path)' && exec \"$@\"", "sh", SeveralDownloadsTests.curl, "-sS", "-Z"]
+                + ["--parallel-max", "6", "--remote-name-all"] + ca + urls
+        )
+        #expect(curl.status == 0, "\(curl.stderrText)")
+        let curlLogged = try connections(origin, from: ferryLogged.requests)
+
+        for index in 1...count {
+            let name = "f\(index).bin"
+            let expected = TestContent.data(size: 64 << 10, seed: UInt64(index))
+            #expect(try Data(contentsOf: ours.appendingPathComponent(name)) == expected, "\(name)")
+            #expect(try Data(contentsOf: theirs.appendingPathComponent(name)) == expected, "\(name)")
+        }
+        #expect(ferryLogged.requests == count && curlLogged.requests == count)
+        // At most --parallel-max connections, as curl: over HTTP/1.1 one per transfer running
+        // at once, over HTTP/2 the streams of one connection (another only when the server's
+        // stream limit is reached: nginx allows 128).
+        #expect(ferryLogged.connections <= (listen == "ssl" ? 6 : 1), "ferry: \(ferryLogged), curl: \(curlLogged)")
+        #expect(ferryLogged.connections <= max(curlLogged.connections, listen == "ssl" ? 6 : 1))
+    }
+}
