@@ -3,8 +3,17 @@ import Logging
 
 /// Flushes the partial file, then writes resume data describing it (temp file + rename), so
 /// that after a crash the metadata never claims bytes that are not on disk.
+///
+/// A download written by one connection checkpoints off its writing path (``aside(upTo:)``,
+/// run by ``CheckpointsAside``) once every ``interval``: the bytes keep going to the page
+/// cache while the disk flushes the ones before, as curl's and wget's writes do (they never
+/// flush). A crash loses what arrived since the last checkpoint that finished: at most one
+/// interval and the time one checkpoint takes. A split download's connections checkpoint
+/// their plan every ``interval`` or ``bytes`` (``segmentRecorder(_:)``).
 struct Checkpoint {
+    /// How often a download records what it has on disk.
     static let interval: Duration = .seconds(1)
+    /// With a split download, also after this many bytes since the last checkpoint.
     static let bytes: Int64 = 4 << 20
 
     let file: PartialFile
@@ -27,6 +36,29 @@ struct Checkpoint {
         try store?.save(resumeData, for: key)
         logger.trace("checkpoint", metadata: ["bytes-on-disk": "\(resumeData.bytesOnDisk)"])
         telemetry?.checkpointed(bytes: resumeData.bytesOnDisk)
+    }
+
+    /// The checkpoint of the file's first `length` bytes as work for another thread: the
+    /// file flushed (every byte written so far, so at least `length`), then resume data that
+    /// claims `length` bytes. Nothing of the file's owner is touched by the work: the owner
+    /// goes on writing past `length` while it runs, and waits for it
+    /// (``CheckpointsAside/finish()``) before it closes, cuts or describes the file again.
+    func aside(upTo length: Int64) -> (@Sendable () throws -> Void)? {
+        guard enabled else { return nil }
+        let (template, store, key, logger, telemetry) = (template, store, key, logger, telemetry)
+        let flusher = file.flusher
+        let metadataURL = file.metadataURL
+        file.mayHaveMetadata = true
+        return {
+            try flusher?.flush()
+            var resumeData = template
+            resumeData.bytesOnDisk = length
+            resumeData.createdAt = ResumeData.wholeSeconds(Date())
+            try FileSystem.writeAtomically(resumeData.encoded(), to: metadataURL)
+            try store?.save(resumeData, for: key)
+            logger.trace("checkpoint", metadata: ["bytes-on-disk": "\(length)"])
+            telemetry?.checkpointed(bytes: length)
+        }
     }
 
     /// Records a split download's plan through `writer` (safe to call from any of its

@@ -243,10 +243,28 @@ package final class PartialFile {
     /// thousand small downloads those are the threads every other download needs. In memory
     /// (`TMPDIR` on tmpfs) there is nothing to flush, and no hop to the pool and back.
     func flushAside() async throws {
-        guard descriptor >= 0, !directory.isVolatile else { return }
-        let descriptor = descriptor
-        let path = path
-        try await NIOThreadPool.singleton.runIfActive { try Self.flush(descriptor, path: path) }
+        guard let flusher else { return }
+        try await NIOThreadPool.singleton.runIfActive { try flusher.flush() }
+    }
+
+    /// What flushes the file from another thread while its owner goes on writing (a
+    /// checkpoint off the writing path); `nil` when there is nothing to flush: the file is
+    /// closed, or held in memory.
+    ///
+    /// Valid while the file stays open: its owner waits for every flush it started before it
+    /// closes, truncates or discards the file.
+    var flusher: Flusher? {
+        guard descriptor >= 0, !directory.isVolatile else { return nil }
+        return Flusher(descriptor: descriptor, path: path)
+    }
+
+    /// Flushes an open partial file's written bytes to stable storage, from any thread.
+    struct Flusher: Sendable {
+        let descriptor: Int32
+        let path: String
+
+        /// `fsync(2)`: every byte written before the call is on stable storage after it.
+        func flush() throws { try PartialFile.flush(descriptor, path: path) }
     }
 
     private static func flush(_ descriptor: Int32, path: String) throws {

@@ -27,24 +27,32 @@ struct BodyWriter {
         )
     }
 
+    /// Writes `body` into the file, checkpointing every ``Checkpoint/interval`` off the
+    /// writing path (``CheckpointsAside``); returns or throws only once no checkpoint runs.
     mutating func write(_ body: ResponseBody, checkpoint: Checkpoint?) async throws {
         var meter = ProgressMeter(task: task, direction: .written)
         let file = file
         var position = offset + written
-        var lastCheckpoint = (bytes: position, time: ContinuousClock.now)
-        try await reader.read(body) { chunk in
-            try chunk.withUnsafeReadableBytes { try file.write($0, at: position) }
-            let count = Int64(chunk.readableBytes)
-            position += count
-            meter.add(count)
-            if let checkpoint,
-                position - lastCheckpoint.bytes >= Checkpoint.bytes
-                    || ContinuousClock.now - lastCheckpoint.time >= Checkpoint.interval
-            {
-                try checkpoint.write()
-                lastCheckpoint = (position, .now)
+        var lastCheckpoint = ContinuousClock.now
+        let aside = checkpoint.map { _ in CheckpointsAside() }
+        do {
+            try await reader.read(body) { chunk in
+                try chunk.withUnsafeReadableBytes { try file.write($0, at: position) }
+                let count = Int64(chunk.readableBytes)
+                position += count
+                meter.add(count)
+                if let checkpoint, let aside, ContinuousClock.now - lastCheckpoint >= Checkpoint.interval,
+                    !aside.isBusy, let work = checkpoint.aside(upTo: position), try aside.start(work)
+                {
+                    lastCheckpoint = .now
+                }
             }
+        } catch {
+            // The failure is the body's; a checkpoint's own failure after it says less.
+            try? await aside?.finish()
+            throw error
         }
+        try await aside?.finish()
         meter.finish()
     }
 }
