@@ -8,7 +8,8 @@
 #   /plain         no content-length
 #   /short         content-length 10 more than the body
 #   /long          content-length 10 less than the body
-#   /overflow      4 MiB at once, ignoring the client's flow-control window
+#   /overflow      4 MiB more than the client's initial stream window, at once, ignoring
+#                  the window, with no content-length ("overflow STREAM BYTES" is printed)
 # Anything else: 404. The server keeps h2's flow control (it waits for WINDOW_UPDATE) on
 # every path but /overflow, whose frames are written past it. Each RST_STREAM the client
 # sends is printed: "reset STREAM CODE"; and what the client lets a stream's response send,
@@ -49,7 +50,8 @@ def plan(path, size):
     chunks = [data[i:i + CHUNK] for i in range(0, len(data), CHUNK)]
     length = {"/short": size + 10, "/long": size - 10}.get(route, size)
     fields = [(":status", "200"), ("content-type", "application/octet-stream")]
-    if route != "/plain":
+    # /overflow announces no length: the window, not a content-length, is what it breaks.
+    if route not in ("/plain", "/overflow"):
         fields.append(("content-length", str(length)))
     if route == "/padded":
         items = [("data", chunk, i % 256) for i, chunk in enumerate(chunks)] + [("end",)]
@@ -102,7 +104,9 @@ def serve(sock):
             elif item[0] == "overflow":
                 sock.sendall(conn.data_to_send())
                 frame = DataFrame(stream.id, data=body(16384)).serialize()
-                sock.sendall(frame * 256)
+                frames = conn.remote_settings.initial_window_size // 16384 + 256
+                print(f"overflow {stream.id} {frames * 16384}", flush=True)
+                sock.sendall(frame * frames)
             stream.items.pop(0)
 
     while True:
