@@ -114,17 +114,22 @@ struct ConnectionOptions: ParsableArguments {
     }
 
     /// Puts these options into `configuration` and `request` for a request to `url`.
-    /// - Parameter cookies: The command's cookie store, when several transfers share one (-b's
-    ///   cookies for `url`'s host are added to it); `nil`: a new one.
+    /// - Parameters:
+    ///   - cookies: The command's cookie store, when several transfers share one (-b's
+    ///     cookies for `url`'s host are added to it); `nil`: a new one.
+    ///   - inputs: What the options read from the environment and from files, read once
+    ///     for a command's many transfers (``inputs()``); `nil`: read now.
     func apply(
         to configuration: inout SessionConfiguration,
         for url: URL,
         request: inout URLRequest,
-        cookies shared: CookieStore? = nil
+        cookies shared: CookieStore? = nil,
+        inputs given: Inputs? = nil
     ) throws {
+        let inputs = given ?? self.inputs()
         if verbose { configuration.logger = VerboseLog.logger() }
         configuration.maximumBytesPerSecond = limitRate.flatMap(GetCommand.byteCount)
-        if let credential = try credential(for: url) {
+        if let credential = try credential(for: url, inputs: inputs) {
             if digest || anyAuth {
                 configuration.credential = credential
             } else if request.value(forHTTPHeaderField: "Authorization") == nil {
@@ -137,13 +142,8 @@ struct ConnectionOptions: ParsableArguments {
             }
         }
         // -x and --noproxy win over the environment's variables, read by curl's rules.
-        var variables = ProcessInfo.processInfo.environment
-        if let proxy {
-            for name in ["https_proxy", "http_proxy", "all_proxy"] { variables[name] = proxy }
-        }
-        if let noProxy { variables["no_proxy"] = noProxy }
-        configuration.proxy = Proxy.fromEnvironment(variables, for: url)
-        if let caCertificates { configuration.tls.trustRoots = .custom(pem: try Self.read(caCertificates)) }
+        configuration.proxy = Proxy.fromEnvironment(inputs.proxyVariables, for: url)
+        if let trustRoots = inputs.trustRoots { configuration.tls.trustRoots = .custom(pem: try trustRoots.get()) }
         if let pin, let host = url.host?.lowercased() {
             if pin.hasPrefix("sha256//") {
                 configuration.tls.pinnedPublicKeys[host] = Set(pin.split(separator: ";").map(String.init))
@@ -189,21 +189,6 @@ struct ConnectionOptions: ParsableArguments {
         }
     }
 
-    /// The credential for `url`: -u's, else the netrc file's entry for its host.
-    private func credential(for url: URL) throws -> Credential? {
-        if let credential = CommandRequest.credential(from: user) { return credential }
-        guard netrc || netrcOptional || netrcFile != nil, let host = url.host else { return nil }
-        // $HOME first, as curl reads it.
-        let home =
-            ProcessInfo.processInfo.environment["HOME"].map { URL(fileURLWithPath: $0, isDirectory: true) }
-            ?? FileManager.default.homeDirectoryForCurrentUser
-        let file = netrcFile.map { URL(fileURLWithPath: $0) } ?? home.appendingPathComponent(".netrc")
-        if netrcFile == nil, !FileManager.default.fileExists(atPath: file.path) {
-            if netrcOptional || netrc { return nil }
-        }
-        return try Netrc(contentsOf: file).credential(forHost: host)
-    }
-
     /// -b's argument: inline cookies (`a=b; c=d`, curl's rule: it has a `=`) for the URL's
     /// host, else a cookie file: Netscape format, or a JSON store of earlier Ferry versions.
     private static func addCookies(_ argument: String, for url: URL, to store: CookieStore) throws {
@@ -232,7 +217,7 @@ struct ConnectionOptions: ParsableArguments {
         }
     }
 
-    private static func read(_ path: String) throws -> String {
+    static func read(_ path: String) throws(FerryError) -> String {
         do {
             return try String(contentsOfFile: path, encoding: .utf8)
         } catch {

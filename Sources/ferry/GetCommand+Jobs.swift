@@ -45,6 +45,7 @@ extension GetCommand {
         }
         let cookies = CookieStore()
         let sessions = JobSessions()
+        let inputs = connection.inputs()
         let running = RunningDownloads()
         let interrupt = Self.onInterrupt { running.interrupt() }
         defer { interrupt.cancel() }
@@ -65,6 +66,7 @@ extension GetCommand {
                         job,
                         report: report,
                         sessions: sessions,
+                        inputs: inputs,
                         cookies: cookies,
                         running: running
                     )
@@ -107,6 +109,7 @@ extension GetCommand {
         _ job: DownloadJob,
         report: WriteOut?,
         sessions: JobSessions,
+        inputs: ConnectionOptions.Inputs,
         cookies: CookieStore,
         running: RunningDownloads
     ) async -> Int32 {
@@ -121,6 +124,7 @@ extension GetCommand {
                     continuing: continueDownload || attempt > 0,
                     report: report,
                     sessions: sessions,
+                    inputs: inputs,
                     cookies: cookies
                 )
                 running.add(task)
@@ -168,6 +172,7 @@ extension GetCommand {
         continuing: Bool,
         report: WriteOut?,
         sessions: JobSessions,
+        inputs: ConnectionOptions.Inputs,
         cookies: CookieStore
     ) throws -> DownloadTask {
         guard var request = CommandRequest.make(url: source, method: .get, headers: headers + job.headers),
@@ -178,7 +183,7 @@ extension GetCommand {
         if let problem = CommandRequest.headerProblem(in: job.headers) { throw FerryError(.invalidRequest, problem) }
         let connections = job.split ?? split
         var configuration = downloadConfiguration(connections: connections, request: &request)
-        try connection.apply(to: &configuration, for: target, request: &request, cookies: cookies)
+        try connection.apply(to: &configuration, for: target, request: &request, cookies: cookies, inputs: inputs)
         // The session's limits must not hold back what --max-per-host (and each job's
         // connections) allow: the host gate decides how many run.
         let perHost = (parallel ? maximumPerHost : 1) * connections
@@ -200,12 +205,14 @@ extension GetCommand {
         configuration.resumeStore = ResumeStore(directory: folder)
         let replacing: DownloadDestination.Options = clobber ? [.removePreviousFile] : []
         let destination: DownloadDestination =
-            job.output.map { .file(folder.appendingPathComponent($0), options: replacing) }
+            job.output.map { .file(folder.appendingPathComponent($0, isDirectory: false), options: replacing) }
             ?? .directory(folder, options: replacing)
         let task = try sessions.session(for: configuration).downloadTask(with: request, to: destination)
         task.maximumBytesPerSecond = rate
         // One key for every mirror of the file: the next continues what the last kept.
-        task.resumeKey = job.output.map { folder.appendingPathComponent($0).standardizedFileURL.path } ?? job.urls[0]
+        task.resumeKey =
+            job.output.map { folder.appendingPathComponent($0, isDirectory: false).standardizedFileURL.path }
+            ?? job.urls[0]
         task.resumesFromStore = continuing
         task.checksum = try job.checksum.map { text throws(FerryError) in try Checksum(parsing: text) }
         return task

@@ -48,7 +48,8 @@ public struct ResumeStore: Sendable, Equatable {
             hash ^= UInt64(byte)
             hash = hash &* 0x0100_0000_01b3
         }
-        return directory.appendingPathComponent(".ferry-\(kind)-\(String(hash, radix: 16)).json")
+        // A file's name: no need to ask the file system whether it is a directory.
+        return directory.appendingPathComponent(".ferry-\(kind)-\(String(hash, radix: 16)).json", isDirectory: false)
     }
 
     /// The resume data stored for `key`, if any and valid.
