@@ -31,11 +31,12 @@ import json
 import os
 import platform
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import time
+
+from loopback import free_port, sha256, wait_for
 
 bin_dir, work, size_mib, runs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 ferry, testserver = os.path.join(bin_dir, "ferry"), os.path.join(bin_dir, "ferry-testserver")
@@ -48,30 +49,6 @@ os.environ["TMPDIR"] = os.path.join(work, "tmp")
 gets_count = 10_000
 many_count = 1_000
 targets = []  # (scenario, target, measured, met)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(port):
-    for _ in range(200):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"nothing listens on {port}")
-
-
-def sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def steal_ticks():

@@ -25,42 +25,19 @@ Scenarios:
 import hashlib
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+from loopback import free_port, sha256, wait_for
+
 bin_dir, runs = sys.argv[1], int(sys.argv[2])
 ferry = os.path.abspath(os.path.join(bin_dir, "ferry"))
 work = tempfile.mkdtemp(prefix="ferry-cli-bench.", dir="/dev/shm")
 disk = sys.argv[3] if len(sys.argv) > 3 else os.path.abspath(".build/cli-bench-disk")
 targets = []  # (scenario, target, measured, met)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(port):
-    for _ in range(200):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"nothing listens on {port}")
-
-
-def sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def timed(command, cwd=None):
