@@ -16,6 +16,9 @@ struct TransferOptions: Sendable {
     let retryPolicy: RetryPolicy
     /// The task's resumable-upload policy, or the session's.
     let resumableUploads: ResumableUploadPolicy
+    /// What an upload task made from resume data continues
+    /// (`uploadTask(withResumeData:)`); `nil` for any other task.
+    let uploadResume: UploadResumeData?
     /// The task's redirect policy, or the session's.
     let redirectPolicy: RedirectPolicy
     /// Connections a download may use: the task's `maximumConnections`, or the session's.
@@ -36,7 +39,7 @@ struct TransferOptions: Sendable {
         let settings = task.storage.withLock {
             (
                 $0.resumeKey, $0.resumesFromStore, $0.checksum, $0.retryPolicy, $0.redirectPolicy,
-                $0.maximumConnections, $0.priority, $0.resumableUploads
+                $0.maximumConnections, $0.priority, $0.resumableUploads, $0.uploadResume
             )
         }
         resumeKey = settings.0 ?? task.originalRequest.url?.absoluteString ?? "\(task.taskIdentifier)"
@@ -47,6 +50,7 @@ struct TransferOptions: Sendable {
         connections = max(1, settings.5 ?? configuration.maximumConnectionsPerDownload)
         priority = settings.6
         resumableUploads = settings.7 ?? configuration.resumableUploads
+        uploadResume = settings.8
         let requested = task.originalRequest.timeoutInterval
         let own = requested > 0 && requested != Self.foundationDefaultTimeout
         idleTimeout = own ? requested : configuration.timeoutIntervalForRequest

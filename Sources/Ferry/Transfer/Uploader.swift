@@ -173,7 +173,7 @@ struct Uploader: TransferPart {
     /// forgotten), or `nil` for a new upload. Resume data past its `max-age` is not used.
     private func resumption(of request: URLRequest, body: RequestBody) -> UploadResumeData? {
         let store = configuration.resumeStore
-        var resume = task.storage.withLock { $0.uploadResume }
+        var resume = options.uploadResume
         if resume == nil, let store, let kept = store.uploadResumeData(for: options.resumeKey) {
             if options.resumesFromStore, kept.targetURL == request.url, kept.totalLength == body.length {
                 resume = kept
