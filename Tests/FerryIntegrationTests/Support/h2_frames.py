@@ -8,7 +8,7 @@
 #   /plain         no content-length
 #   /short         content-length 10 more than the body
 #   /long          content-length 10 less than the body
-#   /overflow      4 MiB more than the client's initial stream window, at once, ignoring
+#   /overflow      16 MiB more than the client's initial stream window, at once, ignoring
 #                  the window, with no content-length ("overflow STREAM BYTES" is printed)
 # Anything else: 404. The server keeps h2's flow control (it waits for WINDOW_UPDATE) on
 # every path but /overflow, whose frames are written past it. Each RST_STREAM the client
@@ -104,7 +104,10 @@ def serve(sock):
             elif item[0] == "overflow":
                 sock.sendall(conn.data_to_send())
                 frame = DataFrame(stream.id, data=body(16384)).serialize()
-                frames = conn.remote_settings.initial_window_size // 16384 + 256
+                # Past all the client can ever grant while its reader reads nothing: the
+                # initial window, and what the unread bytes fill (the read-ahead and the
+                # body sequence's chunks, a few MiB) granted again; 16 MiB more is ample.
+                frames = (conn.remote_settings.initial_window_size + (16 << 20)) // 16384
                 print(f"overflow {stream.id} {frames * 16384}", flush=True)
                 sock.sendall(frame * frames)
             stream.items.pop(0)
