@@ -26,16 +26,9 @@ struct Checkpoint {
     /// Hears of each checkpoint written (an event on the task's span).
     let telemetry: TaskTelemetry?
 
+    /// Writes the checkpoint here: ``aside(upTo:)``'s work for every byte written so far.
     func write() throws {
-        guard enabled else { return }
-        try file.flush()
-        var resumeData = template
-        resumeData.bytesOnDisk = file.length
-        resumeData.createdAt = ResumeData.wholeSeconds(Date())
-        try file.writeMetadata(resumeData)
-        try store?.save(resumeData, for: key)
-        logger.trace("checkpoint", metadata: ["bytes-on-disk": "\(resumeData.bytesOnDisk)"])
-        telemetry?.checkpointed(bytes: resumeData.bytesOnDisk)
+        try aside(upTo: file.length)?()
     }
 
     /// The checkpoint of the file's first `length` bytes as work for another thread: the
@@ -45,19 +38,12 @@ struct Checkpoint {
     /// (``CheckpointsAside/finish()``) before it closes, cuts or describes the file again.
     func aside(upTo length: Int64) -> (@Sendable () throws -> Void)? {
         guard enabled else { return nil }
-        let (template, store, key, logger, telemetry) = (template, store, key, logger, telemetry)
-        let flusher = file.flusher
-        let metadataURL = file.metadataURL
-        file.mayHaveMetadata = true
+        let (template, recorder, flusher) = (template, recorder(), file.flusher)
         return {
             try flusher?.flush()
             var resumeData = template
             resumeData.bytesOnDisk = length
-            resumeData.createdAt = ResumeData.wholeSeconds(Date())
-            try FileSystem.writeAtomically(resumeData.encoded(), to: metadataURL)
-            try store?.save(resumeData, for: key)
-            logger.trace("checkpoint", metadata: ["bytes-on-disk": "\(length)"])
-            telemetry?.checkpointed(bytes: length)
+            try recorder.record(resumeData, trace: ["bytes-on-disk": "\(length)"])
         }
     }
 
@@ -65,21 +51,40 @@ struct Checkpoint {
     /// connections): the file flushed, then resume data whose `bytesOnDisk` is the plan's
     /// gap-free prefix and whose `segments` say how far each part came.
     func segmentRecorder(_ writer: SegmentWriter) -> @Sendable (SegmentPlan) throws -> Void {
-        let (template, enabled, store, key, logger) = (template, enabled, store, key, logger)
-        let telemetry = telemetry
-        let metadataURL = file.metadataURL
-        file.mayHaveMetadata = true
+        let (template, enabled, recorder) = (template, enabled, recorder())
         return { plan in
             guard enabled else { return }
             try writer.flush()
             var resumeData = template
             resumeData.bytesOnDisk = plan.contiguousPrefix
             resumeData.segments = plan.segments
+            try recorder.record(resumeData, trace: ["segments-written": "\(plan.written)"])
+        }
+    }
+
+    /// Where a checkpoint's resume data goes once the bytes it claims are flushed, usable
+    /// from any thread: the metadata file beside the partial file (which may now have one),
+    /// then the session's store, the trace and the task's span.
+    private func recorder() -> Recorder {
+        file.mayHaveMetadata = true
+        return Recorder(metadataURL: file.metadataURL, store: store, key: key, logger: logger, telemetry: telemetry)
+    }
+
+    /// Writes resume data whose bytes are on stable storage: see ``recorder()``.
+    private struct Recorder: Sendable {
+        let metadataURL: URL
+        let store: ResumeStore?
+        let key: String
+        let logger: Logger
+        let telemetry: TaskTelemetry?
+
+        func record(_ checkpoint: ResumeData, trace: Logger.Metadata) throws {
+            var resumeData = checkpoint
             resumeData.createdAt = ResumeData.wholeSeconds(Date())
             try FileSystem.writeAtomically(resumeData.encoded(), to: metadataURL)
             try store?.save(resumeData, for: key)
-            logger.trace("checkpoint", metadata: ["segments-written": "\(plan.written)"])
-            telemetry?.checkpointed(bytes: plan.contiguousPrefix)
+            logger.trace("checkpoint", metadata: trace)
+            telemetry?.checkpointed(bytes: resumeData.bytesOnDisk)
         }
     }
 

@@ -234,8 +234,7 @@ package final class PartialFile {
     /// Flushes written data to stable storage; nothing to do on a file system held in memory
     /// (``HeldDirectory/isVolatile``), whose files a restart loses whether flushed or not.
     func flush() throws {
-        guard descriptor >= 0, !directory.isVolatile else { return }
-        try Self.flush(descriptor, path: path)
+        try flusher?.flush()
     }
 
     /// ``flush()`` on NIO's pool for blocking work, so that a disk's `fsync` (milliseconds
