@@ -32,11 +32,11 @@ final class HTTP2DataBypass: ChannelInboundHandler {
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        router.attach(wire: context)
+        router.wire = context
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        router.attach(wire: nil)
+        router.wire = nil
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

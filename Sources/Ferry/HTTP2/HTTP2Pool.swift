@@ -39,6 +39,15 @@ final class HTTP2Pool: Sendable {
         var contexts: [String: NIOSSLContext] = [:]
     }
 
+    /// The settings sent in each connection's preface: no push, 100 streams at once, each
+    /// stream's window (``HTTP2InboundWindow/streamSize``), header lists up to 64 KiB.
+    static let settings: HTTP2Settings = [
+        HTTP2Setting(parameter: .enablePush, value: 0),
+        HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
+        HTTP2Setting(parameter: .initialWindowSize, value: HTTP2InboundWindow.streamSize),
+        HTTP2Setting(parameter: .maxHeaderListSize, value: 64 << 10),
+    ]
+
     private let locked: Mutex<Locked>
     private let tls: ResolvedTLS
     private let connectTimeout: TimeAmount
@@ -216,7 +225,7 @@ final class HTTP2Pool: Sendable {
                             HTTP2DataBypass(router: router),
                             NIOHTTP2Handler(
                                 mode: .client,
-                                initialSettings: HTTP2Router.settings,
+                                initialSettings: Self.settings,
                                 contentLengthValidation: .disabled
                             ),
                             router
