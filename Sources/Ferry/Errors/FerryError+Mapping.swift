@@ -110,3 +110,17 @@ extension FerryError {
             ? names[code.networkCode] : "error 0x" + String(code.networkCode, radix: 16)
     }
 }
+
+extension FerryError {
+    /// The error for a status a download does not accept; the first 64 KiB of its body are
+    /// kept in the error, never written to a file.
+    static func unacceptableStatus(_ head: HTTPResponse, body: ResponseBody) async -> FerryError {
+        let prefix = try? await body.collect(upTo: 64 * 1024)
+        return FerryError(
+            .unacceptableStatusCode(head.statusCode),
+            "\(head.url.absoluteString): HTTP \(head.statusCode)\(head.reasonPhrase.isEmpty ? "" : " " + head.reasonPhrase)",
+            response: head,
+            responseBodyPrefix: prefix.map { Data($0.readableBytesView) }
+        )
+    }
+}

@@ -73,7 +73,7 @@ extension DataLoad {
             dataTask.client.transferDidFinish(error: nil, outcome: .becameDownload)
         }
         do {
-            guard head.isSuccess else { throw await transfer.statusError(head, body: body) }
+            guard head.isSuccess else { throw await FerryError.unacceptableStatus(head, body: body) }
             let file = try PartialFile(inDirectoryAt: configuration.downloadsDirectoryPath)
             do {
                 var writer = BodyWriter(
@@ -100,19 +100,5 @@ extension DataLoad {
             download.client.transferDidFinish(error: transfer.ferryError(from: error), outcome: nil)
         }
         return .becameDownload
-    }
-}
-
-extension Transfer {
-    /// The error for a status a download does not accept; the first 64 KiB of its body are
-    /// kept in the error, never written to a file.
-    func statusError(_ head: HTTPResponse, body: ResponseBody) async -> FerryError {
-        let prefix = try? await body.collect(upTo: 64 * 1024)
-        return FerryError(
-            .unacceptableStatusCode(head.statusCode),
-            "\(head.url.absoluteString): HTTP \(head.statusCode)\(head.reasonPhrase.isEmpty ? "" : " " + head.reasonPhrase)",
-            response: head,
-            responseBodyPrefix: prefix.map { Data($0.readableBytesView) }
-        )
     }
 }

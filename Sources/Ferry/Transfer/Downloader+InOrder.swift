@@ -57,7 +57,7 @@ extension Downloader {
         // 206 is an answer only to a range the caller asked for itself.
         let askedForRange = task.originalRequest.value(forHTTPHeaderField: "Range") != nil
         guard head.isSuccess, head.statusCode != 206 || askedForRange else {
-            throw await transfer.statusError(head, body: body)
+            throw await FerryError.unacceptableStatus(head, body: body)
         }
         progress.announceResponse(head, task: task)
         // A decoded body's length is not the Content-Length of the coded one.

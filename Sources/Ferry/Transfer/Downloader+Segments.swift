@@ -168,7 +168,7 @@ extension Downloader {
                 rangesIgnored: false
             )
         default:
-            throw await transfer.statusError(head, body: body)
+            throw await FerryError.unacceptableStatus(head, body: body)
         }
     }
 

@@ -312,7 +312,7 @@ extension Downloader {
         switch decision {
         case .fail(let error, let status):
             // A status the download cannot use: its body never touches the partial file.
-            if status { throw await transfer.statusError(head, body: body) }
+            if status { throw await FerryError.unacceptableStatus(head, body: body) }
             await body.drain()
             throw error
         case .restart(let then):

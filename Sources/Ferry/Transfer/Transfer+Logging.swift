@@ -5,12 +5,13 @@ import Logging
 import FoundationNetworking
 #endif
 
-/// What a transfer tells ``SessionConfiguration/logger``: every message carries the task's
-/// identifier (`ferry-task`); request and response heads carry their text, credentials
-/// redacted, under `ferry-head` (`ferry get -v` prints them as `curl -v` does).
-extension Transfer {
-    func logRequest(_ request: URLRequest) {
-        logger.debug(
+/// What a transfer tells ``SessionConfiguration/logger`` of each request and response: its
+/// logger's messages carry the task's identifier (`ferry-task`); heads carry their text,
+/// credentials redacted, under `ferry-head` (`ferry get -v` prints them as `curl -v` does).
+extension Logger {
+    /// Logs a request's head as it goes out.
+    func logHead(of request: URLRequest) {
+        debug(
             "request",
             metadata: [
                 "method": "\(request.method.rawValue)",
@@ -21,8 +22,9 @@ extension Transfer {
         )
     }
 
-    func logResponse(_ head: HTTPResponse) {
-        logger.debug(
+    /// Logs a response's head as it arrives.
+    func logHead(of head: HTTPResponse) {
+        debug(
             "response",
             metadata: [
                 "status": "\(head.statusCode)",

@@ -117,7 +117,7 @@ extension Transfer {
                 origin.client.touch()
                 transaction.requestStartDate = Date()
                 sentRequest.withLock { $0 = currentRequest }
-                logRequest(currentRequest)
+                logger.logHead(of: currentRequest)
                 let response = try await exchange(
                     currentRequest,
                     body: hop.body,
@@ -135,8 +135,8 @@ extension Transfer {
                 }
                 origin.client.touch()
                 let head = HTTPResponse(url: url, head: response.head)
-                logResponse(head)
-                try checkHeaderLimits(head)
+                logger.logHead(of: head)
+                try head.checkHeadLimits(configuration)
                 configuration.cookieStore?.store(setCookieFields: head.headers.values(for: "Set-Cookie"), from: url)
                 transaction.response = head
                 var sent = hop
@@ -217,16 +217,21 @@ extension Transfer {
         return nil
     }
 
-    /// Refuses a response head larger than the configuration allows.
-    func checkHeaderLimits(_ head: HTTPResponse) throws {
-        let count = head.headers.fields.count
-        let bytes = head.headers.fields.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }
+}
+
+extension HTTPResponse {
+    /// Refuses a response head larger than `configuration` allows
+    /// (``SessionConfiguration/maximumResponseHeaderCount``,
+    /// ``SessionConfiguration/maximumResponseHeaderBytes``).
+    func checkHeadLimits(_ configuration: SessionConfiguration) throws {
+        let count = headers.fields.count
+        let bytes = headers.fields.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }
         guard count <= configuration.maximumResponseHeaderCount, bytes <= configuration.maximumResponseHeaderBytes
         else {
             throw FerryError(
                 .badServerResponse,
                 "The response head has \(count) fields and \(bytes) bytes; the limits are \(configuration.maximumResponseHeaderCount) fields and \(configuration.maximumResponseHeaderBytes) bytes.",
-                response: head
+                response: self
             )
         }
     }

@@ -92,7 +92,7 @@ extension Upgrader {
                 headers: HeaderFields(parsed.fields),
                 httpVersion: parsed.version
             )
-            transfer.logResponse(response)
+            transfer.logger.logHead(of: response)
             transaction.response = response
             configuration.cookieStore?.store(setCookieFields: response.headers.values(for: "Set-Cookie"), from: url)
             do {
@@ -173,7 +173,7 @@ extension Upgrader {
             origin.client.touch()
             transaction.requestStartDate = Date()
             transfer.sentRequest.withLock { $0 = request }
-            transfer.logRequest(request)
+            transfer.logger.logHead(of: request)
             let length = body?.length
             try await connection.write(
                 Data(try head(of: request, bodyLength: length, hasBody: body != nil).utf8),
