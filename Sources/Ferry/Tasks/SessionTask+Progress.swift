@@ -23,7 +23,7 @@ extension SessionTask {
         queue: DispatchQueue? = nil,
         _ handler: @escaping @Sendable (TransferProgress) -> Void
     ) -> Self {
-        client.setProgressHandler(TaskClient.ProgressHandler(queue: queue, closure: handler), upload: true)
+        client.setProgressHandler(.init(queue: queue, closure: handler), upload: true)
         return self
     }
 
@@ -37,7 +37,7 @@ extension SessionTask {
         queue: DispatchQueue? = nil,
         _ handler: @escaping @Sendable (TransferProgress) -> Void
     ) -> Self {
-        client.setProgressHandler(TaskClient.ProgressHandler(queue: queue, closure: handler), upload: false)
+        client.setProgressHandler(.init(queue: queue, closure: handler), upload: false)
         return self
     }
 

@@ -77,8 +77,7 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
         var startedAt: ContinuousClock.Instant?
         var outcome: TaskOutcome?
         var completionHandler: (@Sendable (SessionTask, FerryError?) -> Void)?
-        var uploadProgressHandler: TaskClient.ProgressHandler?
-        var downloadProgressHandler: TaskClient.ProgressHandler?
+        var progressHandlers = ProgressHandlers()
         var resumedAt: Date?
         var transactions: [TransactionMetrics] = []
         var metrics: TaskMetrics?

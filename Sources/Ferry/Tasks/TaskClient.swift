@@ -156,7 +156,9 @@ struct TaskClient: Sendable {
         task.storage.withLock { storage in
             storage.bytesReceived += Int64(buffer.count)
             storage.lastActivity = .now
-            countReceivedForProgress(Int64(buffer.count), in: &storage)
+            if storage.progressHandlers.countReceived(Int64(buffer.count)) {
+                reportProgress(upload: false, in: &storage)
+            }
             if publishData && (delegateWants || hasListeners(storage)) {
                 publish(.data(Data(buffer)), in: &storage)
             }
@@ -363,30 +365,9 @@ struct TaskClient: Sendable {
     // MARK: Progress
 
     /// A progress closure and where it runs.
-    struct ProgressHandler: Sendable {
-        let queue: DispatchQueue?
-        let closure: @Sendable (TransferProgress) -> Void
-        /// Coalesces a data task's received bytes, which come without their own events.
-        var throttle = ProgressThrottle()
-        /// The last call's progress, so the final one is not repeated.
-        var lastReported: TransferProgress?
-
-        func call(_ progress: TransferProgress) {
-            if let queue {
-                queue.async { closure(progress) }
-            } else {
-                closure(progress)
-            }
-        }
-    }
-
-    func setProgressHandler(_ handler: ProgressHandler, upload: Bool) {
+    func setProgressHandler(_ handler: ProgressHandlers.Handler, upload: Bool) {
         task.storage.withLock { storage in
-            if upload {
-                storage.uploadProgressHandler = handler
-            } else {
-                storage.downloadProgressHandler = handler
-            }
+            storage.progressHandlers.set(handler, upload: upload)
             // A task that already succeeded gives a late handler its final call.
             if storage.machine.publicState == .completed, storage.error == nil {
                 reportFinalProgress(in: &storage)
@@ -397,43 +378,30 @@ struct TaskClient: Sendable {
     /// Reports the upload (`upload`) or download progress the counters show now to its
     /// handler, if one is set, in the delivery context. Called under the task's lock.
     func reportProgress(upload: Bool, in storage: inout SessionTask.Storage) {
-        if upload {
-            guard var handler = storage.uploadProgressHandler else { return }
-            let progress = TransferProgress(completedBytes: storage.bytesSent, totalBytes: storage.bytesExpectedToSend)
-            enqueue(progress, for: &handler)
-            storage.uploadProgressHandler = handler
-        } else {
-            guard var handler = storage.downloadProgressHandler else { return }
-            let progress = TransferProgress(
-                completedBytes: storage.bytesReceived,
-                totalBytes: storage.bytesExpectedToReceive
+        let call =
+            upload
+            ? storage.progressHandlers.progress(
+                upload: true,
+                completed: storage.bytesSent,
+                total: storage.bytesExpectedToSend
             )
-            enqueue(progress, for: &handler)
-            storage.downloadProgressHandler = handler
-        }
+            : storage.progressHandlers.progress(
+                upload: false,
+                completed: storage.bytesReceived,
+                total: storage.bytesExpectedToReceive
+            )
+        if let call { deliver(call) }
     }
 
-    /// Counts `count` bytes of a data task's body for its download handler; reports when
-    /// one is due. Called under the task's lock.
-    func countReceivedForProgress(_ count: Int64, in storage: inout SessionTask.Storage) {
-        guard storage.downloadProgressHandler?.throttle.add(count) != nil else { return }
-        reportProgress(upload: false, in: &storage)
-    }
-
-    /// The 100 % calls of a task that succeeded: what was done is the total, also when no
-    /// length was announced. Called under the task's lock, before the completion is
-    /// published, so handlers hear of it before the completion handler runs.
+    /// The 100 % calls of a task that succeeded. Called under the task's lock, before the
+    /// completion is published, so handlers hear of it before the completion handler runs.
     func reportFinalProgress(in storage: inout SessionTask.Storage) {
-        if var handler = storage.uploadProgressHandler, storage.bytesSent > 0 || storage.bytesExpectedToSend != nil {
-            let done = storage.bytesSent
-            enqueue(TransferProgress(completedBytes: done, totalBytes: done), for: &handler, unlessRepeated: true)
-            storage.uploadProgressHandler = handler
-        }
-        if var handler = storage.downloadProgressHandler {
-            let done = storage.bytesReceived
-            enqueue(TransferProgress(completedBytes: done, totalBytes: done), for: &handler, unlessRepeated: true)
-            storage.downloadProgressHandler = handler
-        }
+        let calls = storage.progressHandlers.finalCalls(
+            sent: storage.bytesSent,
+            expectedToSend: storage.bytesExpectedToSend,
+            received: storage.bytesReceived
+        )
+        for call in calls { deliver(call) }
     }
 
     /// Holds the delivery context until every progress call sent to a handler's `queue` has
@@ -444,7 +412,7 @@ struct TaskClient: Sendable {
     /// The wait is for the queue to run, as URLSession's deliveries wait for its delegate
     /// queue: a queue that never runs holds the session's later deliveries with it.
     func letProgressQueuesCatchUp(in storage: inout SessionTask.Storage) {
-        let queues = [storage.uploadProgressHandler?.queue, storage.downloadProgressHandler?.queue].compactMap { $0 }
+        let queues = storage.progressHandlers.queues
         guard !queues.isEmpty else { return }
         _ = task.hub.enqueue {
             for queue in queues {
@@ -453,14 +421,11 @@ struct TaskClient: Sendable {
         }
     }
 
-    private func enqueue(_ progress: TransferProgress, for handler: inout ProgressHandler, unlessRepeated: Bool = false)
-    {
-        if unlessRepeated, handler.lastReported == progress { return }
-        handler.lastReported = progress
-        let call = handler
-        // The delivery context is serial and already holds the events published before. (A
-        // session invalidated meanwhile delivers nothing more: no call.)
-        _ = task.hub.enqueue { call.call(progress) }
+    /// Makes a progress call in the delivery context, which is serial and already holds the
+    /// events published before. (A session invalidated meanwhile delivers nothing more: no
+    /// call.)
+    private func deliver(_ call: ProgressHandlers.Call) {
+        _ = task.hub.enqueue { call.run() }
     }
 }
 
