@@ -495,7 +495,7 @@ struct ResumableUploadStateMachineTests {
             )
         )
         _ = machine.answered(offering, sentUpTo: 0)
-        #expect(machine.checksumAlgorithm == .sha256)
+        #expect(machine.negotiated.checksumAlgorithm == .sha256)
         let created = Answer(status: 201, location: resource)
         #expect(
             machine.answered(created, sentUpTo: 0)

@@ -81,7 +81,7 @@ struct Uploader: TransferPart {
                 case .createWithBody(let version):
                     var creation = tusCreation(ask(target, "POST", version), body: body, metadata: metadata)
                     creation.setValue("application/offset+octet-stream", forHTTPHeaderField: "Content-Type")
-                    if let algorithm = machine.checksumAlgorithm {
+                    if let algorithm = machine.negotiated.checksumAlgorithm {
                         let digest = try await Self.checksum(body.chunks(), algorithm: algorithm)
                         creation.setValue(digest, forHTTPHeaderField: UploadFields.Name.uploadChecksum)
                     }
@@ -120,7 +120,7 @@ struct Uploader: TransferPart {
                     checkpoint.note(machine, sendingUpTo: count.map { offset + $0 } ?? .max)
                     task.client.resetSentBytes(to: offset)
                     let part = RequestBody.provided(body.chunks(from: offset, count: count), length: count)
-                    if let algorithm = machine.checksumAlgorithm {
+                    if let algorithm = machine.negotiated.checksumAlgorithm {
                         let digest = try await Self.checksum(part.chunks(), algorithm: algorithm)
                         patch.setValue(digest, forHTTPHeaderField: UploadFields.Name.uploadChecksum)
                     }

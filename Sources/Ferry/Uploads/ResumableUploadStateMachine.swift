@@ -63,6 +63,9 @@ struct ResumableUploadStateMachine: Sendable {
         var maximumConflicts = 3
         /// Most times a vanished upload resource is created again.
         var maximumRestarts = 2
+
+        /// The version actions name for tus 1.0.0.
+        static let tusVersion = 1
     }
 
     /// An answer to the action last returned.
@@ -119,6 +122,19 @@ struct ResumableUploadStateMachine: Sendable {
         case done
     }
 
+    /// What the machine and the server agreed on, as the upload begins.
+    struct Negotiation: Sendable, Equatable {
+        /// Interop versions asked so far.
+        var tried: [Int] = []
+        /// tus: the server offers creation-with-upload.
+        var tusCreationWithUpload = false
+        /// tus: the checksum algorithm every append's `Upload-Checksum` uses (`sha256` or
+        /// `sha1`), when the server offers the checksum extension with one of them.
+        var checksumAlgorithm: Checksum.Algorithm?
+        /// The creation in flight carries the body.
+        var creationCarriesBody = false
+    }
+
     let configuration: Configuration
     private(set) var phase = Phase.idle
     /// The upload resource, once created.
@@ -133,15 +149,8 @@ struct ResumableUploadStateMachine: Sendable {
     private(set) var sent: Int64 = 0
     private(set) var retry: RetryBudget
     private var conflicts = 0
-    /// tus: the server offers creation-with-upload.
-    private var tusCreationWithUpload = false
-    /// tus: the checksum algorithm every append's `Upload-Checksum` uses (`sha256` or `sha1`),
-    /// when the server offers the checksum extension with one of them.
-    private(set) var checksumAlgorithm: Checksum.Algorithm?
-    /// The creation in flight carries the body.
-    private var creationCarriesBody = false
-    /// Interop versions asked so far.
-    private var tried: [Int] = []
+    /// What the server was asked and offered.
+    private(set) var negotiated = Negotiation()
     private var restarts = 0
     /// The target's URL: the upload resource must be on its origin.
     let target: URL
@@ -154,7 +163,7 @@ struct ResumableUploadStateMachine: Sendable {
 
     /// The first action: ask the server whether it offers resumption.
     mutating func start() -> Action {
-        if configuration.tus { return probe(Self.tusVersion) }
+        if configuration.tus { return probe(Configuration.tusVersion) }
         guard let first = configuration.versions.first else { return enter(.plain, .sendPlain) }
         return probe(first)
     }
@@ -198,9 +207,6 @@ struct ResumableUploadStateMachine: Sendable {
         }
     }
 
-    /// The version actions name for tus 1.0.0.
-    static let tusVersion = 1
-
     private mutating func probed(_ answer: Answer, version: Int) -> Action {
         let fields = answer.fields
         if configuration.tus { return probedTus(answer) }
@@ -218,18 +224,18 @@ struct ResumableUploadStateMachine: Sendable {
         // another version ignores this one.
         var next: Int?
         if answer.status == 400, let named = fields.interopVersion, configuration.versions.contains(named),
-            !tried.contains(named)
+            !negotiated.tried.contains(named)
         {
             next = named
         } else {
-            next = configuration.versions.first { !tried.contains($0) }
+            next = configuration.versions.first { !negotiated.tried.contains($0) }
         }
         guard let next else { return enter(.plain, .sendPlain) }
         return probe(next)
     }
 
     private mutating func probe(_ version: Int) -> Action {
-        if !tried.contains(version) { tried.append(version) }
+        if !negotiated.tried.contains(version) { negotiated.tried.append(version) }
         return enter(.probing(version: version), .probe(version: version))
     }
 
@@ -247,29 +253,31 @@ struct ResumableUploadStateMachine: Sendable {
         if let maximum = fields.tusMaximumSize, let length = configuration.length, length > maximum {
             return fail(.bodyTooLarge(limit: maximum), "The tus server takes uploads of at most \(maximum) bytes.")
         }
-        version = Self.tusVersion
-        tusCreationWithUpload = fields.tusExtensions.contains("creation-with-upload")
+        version = Configuration.tusVersion
+        negotiated.tusCreationWithUpload = fields.tusExtensions.contains("creation-with-upload")
         if fields.tusExtensions.contains("checksum") {
-            checksumAlgorithm = [Checksum.Algorithm.sha256, .sha1].first {
+            negotiated.checksumAlgorithm = [Checksum.Algorithm.sha256, .sha1].first {
                 fields.tusChecksumAlgorithms.contains($0.rawValue)
             }
         }
-        return creation(Self.tusVersion)
+        return creation(Configuration.tusVersion)
     }
 
     /// The creation request: with the body (tus creation-with-upload, a small body), or
     /// empty.
     private mutating func creation(_ version: Int) -> Action {
-        creationCarriesBody =
-            configuration.tus && tusCreationWithUpload
+        negotiated.creationCarriesBody =
+            configuration.tus && negotiated.tusCreationWithUpload
             && (configuration.length ?? .max) <= configuration.creationWithUploadLimit
-        if creationCarriesBody { return enter(.creating(version: version), .createWithBody(version: version)) }
+        if negotiated.creationCarriesBody {
+            return enter(.creating(version: version), .createWithBody(version: version))
+        }
         return enter(.creating(version: version), .create(version: version, length: configuration.length))
     }
 
     private mutating func created(_ answer: Answer, version: Int) -> Action {
         if RetryPolicy.retriedStatuses.contains(answer.status) {
-            return failed(statusError(answer.status), sentUpTo: sent, cancelled: false)
+            return failed(FerryError.uploadAnswered(answer.status), sentUpTo: sent, cancelled: false)
         }
         guard (200..<300).contains(answer.status) else { return enter(.done, .deliver) }
         guard let location = answer.location, answer.fields.complete != true else {
@@ -292,7 +300,7 @@ struct ResumableUploadStateMachine: Sendable {
                 "The upload resource takes at most \(maximum) bytes; the body has \(length)."
             )
         }
-        if creationCarriesBody {
+        if negotiated.creationCarriesBody {
             let offset = answer.fields.offset ?? 0
             if let refusal = refusal(of: offset) { return refusal }
             if offset == configuration.length {
@@ -310,7 +318,7 @@ struct ResumableUploadStateMachine: Sendable {
     private mutating func retrieved(_ answer: Answer) -> Action {
         if answer.status == 404 || answer.status == 410 { return vanished(answer.status) }
         if RetryPolicy.retriedStatuses.contains(answer.status) {
-            return failed(statusError(answer.status), sentUpTo: sent, cancelled: false)
+            return failed(FerryError.uploadAnswered(answer.status), sentUpTo: sent, cancelled: false)
         }
         guard (200..<300).contains(answer.status) else {
             return fail(.unacceptableStatusCode(answer.status), "The upload resource answered HTTP \(answer.status).")
@@ -365,7 +373,7 @@ struct ResumableUploadStateMachine: Sendable {
         switch status {
         case 404, 410: vanished(status)
         case let transient where RetryPolicy.retriedStatuses.contains(transient):
-            failed(statusError(transient), sentUpTo: sent, cancelled: false)
+            failed(FerryError.uploadAnswered(transient), sentUpTo: sent, cancelled: false)
         default: enter(.done, .deliver)
         }
     }
@@ -386,7 +394,7 @@ struct ResumableUploadStateMachine: Sendable {
             return nextAppend(from: now)
         case 409:
             return conflicted(at: nil, reason: "answered 409 (Conflict)")
-        case 460 where checksumAlgorithm != nil:
+        case 460 where negotiated.checksumAlgorithm != nil:
             // The bytes arrived other than they left: sent again from the server's offset.
             return conflicted(at: nil, reason: "found the checksum of an append wrong (460)")
         default:
@@ -405,7 +413,7 @@ struct ResumableUploadStateMachine: Sendable {
         case .probing(let version): recovery = .probe(version: version)
         case .creating(let version):
             recovery =
-                creationCarriesBody
+                negotiated.creationCarriesBody
                 ? .createWithBody(version: version) : .create(version: version, length: configuration.length)
         case .retrieving, .appending:
             guard let resource, let version else { return enter(.done, .fail(error)) }
@@ -459,7 +467,7 @@ struct ResumableUploadStateMachine: Sendable {
                 count = maximum
                 complete = false
             }
-            if checksumAlgorithm != nil, rest > configuration.checksummedAppendSize {
+            if negotiated.checksumAlgorithm != nil, rest > configuration.checksummedAppendSize {
                 count = configuration.checksummedAppendSize
             }
         }
@@ -524,10 +532,6 @@ struct ResumableUploadStateMachine: Sendable {
         return nil
     }
 
-    private func statusError(_ status: Int) -> FerryError {
-        FerryError(.unacceptableStatusCode(status), "The server answered HTTP \(status) during the upload.")
-    }
-
     private mutating func cancel(_ reason: FerryError.Reason, _ message: String) -> Action {
         let error = FerryError(reason, message)
         guard let resource, let version else { return enter(.done, .fail(error)) }
@@ -541,5 +545,12 @@ struct ResumableUploadStateMachine: Sendable {
     private mutating func enter(_ phase: Phase, _ action: Action) -> Action {
         self.phase = phase
         return action
+    }
+}
+
+extension FerryError {
+    /// A status the upload's request loop gave up on, for the machine's retry budget.
+    static func uploadAnswered(_ status: Int) -> FerryError {
+        FerryError(.unacceptableStatusCode(status), "The server answered HTTP \(status) during the upload.")
     }
 }
