@@ -108,7 +108,7 @@ struct ConnectionOptions: ParsableArguments {
         if [basic, digest, anyAuth].filter({ $0 }).count > 1 {
             throw ValidationError("Choose one of --basic, --digest and --anyauth.")
         }
-        if let limitRate, (GetCommand.byteCount(limitRate) ?? 0) < 1 {
+        if let limitRate, (Int64(byteCount: limitRate) ?? 0) < 1 {
             throw ValidationError("--limit-rate takes bytes per second, with k, M or G if you like (500k).")
         }
     }
@@ -128,7 +128,7 @@ struct ConnectionOptions: ParsableArguments {
     ) throws {
         let inputs = given ?? self.inputs()
         if verbose { configuration.logger = VerboseLog.logger() }
-        configuration.maximumBytesPerSecond = limitRate.flatMap(GetCommand.byteCount)
+        configuration.maximumBytesPerSecond = limitRate.flatMap(Int64.init(byteCount:))
         if let credential = try credential(for: url, inputs: inputs) {
             if digest || anyAuth {
                 configuration.credential = credential

@@ -105,7 +105,7 @@ struct DaemonCommand: AsyncParsableCommand {
                 "--web takes a loopback address and a port: 127.0.0.1:6801, [::1]:6801 or localhost:6801."
             )
         }
-        if let limitRate, (GetCommand.byteCount(limitRate) ?? 0) < 1 {
+        if let limitRate, (Int64(byteCount: limitRate) ?? 0) < 1 {
             throw ValidationError("--limit-rate takes bytes per second, with k, M or G if you like (2M).")
         }
     }
@@ -128,7 +128,7 @@ struct DaemonCommand: AsyncParsableCommand {
             var options = BackgroundDaemon.Options(stateDirectory: locations.stateDirectory)
             options.globalLimit = max(1, globalLimit)
             options.perHostLimit = max(1, perHostLimit)
-            options.bytesPerSecond = limitRate.flatMap(GetCommand.byteCount)
+            options.bytesPerSecond = limitRate.flatMap(Int64.init(byteCount:))
             var allowed = [
                 FileManager.default.homeDirectoryForCurrentUser, locations.stateDirectory,
                 FileManager.default.temporaryDirectory, URL(fileURLWithPath: "/tmp"),

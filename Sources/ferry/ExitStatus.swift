@@ -28,6 +28,16 @@ enum ExitStatus {
         }
     }
 
+    /// The command's exit status from its downloads' (in the order given), by the rules of
+    /// the program each form comes from: with `-i`, aria2c's (the last failure's); with `-Z`,
+    /// curl's (the first failure's); one after another, curl's (the last download's, so a
+    /// failure before a success exits 0: each failure is said on standard error).
+    static func combining(_ statuses: [Int32], parallel: Bool, inputFile: Bool) -> Int32 {
+        if inputFile { return statuses.last { $0 != 0 } ?? 0 }
+        if parallel { return statuses.first { $0 != 0 } ?? 0 }
+        return statuses.last ?? 0
+    }
+
     /// Says what went wrong in one line on standard error (unless JSON events carry it) and
     /// exits with the status for it.
     static func exit(with error: any Error, json: Bool = false) -> Never {
@@ -35,4 +45,10 @@ enum ExitStatus {
         if !json { FileHandle.standardError.write(Data("ferry: \(error.description)\n".utf8)) }
         Foundation.exit(code(for: error))
     }
+}
+
+extension FerryError {
+    /// Whether trying the next mirror can succeed where this error failed: what the server
+    /// or the network did, or a digest that did not match.
+    var anotherSourceMayHelp: Bool { reason.isServerOrNetwork || reason == .checksumMismatch }
 }

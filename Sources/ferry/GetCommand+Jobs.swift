@@ -17,7 +17,7 @@ import FoundationNetworking
 /// sources are mirrors tries them in order: the next continues the bytes the one before kept
 /// (Range with If-Range, under the same resume key), which a mirror serving another version
 /// answers with the whole file, so versions are never mixed. The exit status follows curl
-/// and aria2c (``status(of:parallel:inputFile:)``).
+/// and aria2c (``ExitStatus/combining(_:parallel:inputFile:)``).
 extension GetCommand {
     func runJobs() async -> Never {
         var jobs = urls.map { DownloadJob(urls: [$0]) }
@@ -47,7 +47,7 @@ extension GetCommand {
         let sessions = JobSessions()
         let inputs = connection.inputs()
         let running = RunningDownloads()
-        let interrupt = Self.onInterrupt { running.interrupt() }
+        let interrupt = Interrupt.handle { running.interrupt() }
         defer { interrupt.cancel() }
         let gate = HostGate(limit: parallel ? maximumPerHost : 1)
         let limit = parallel ? parallelMax : 1
@@ -84,17 +84,7 @@ extension GetCommand {
         sessions.finish()
         connection.saveCookieJar(cookieConfiguration(cookies))
         if running.interrupted { Foundation.exit(ExitStatus.interrupted) }
-        Foundation.exit(Self.status(of: statuses, parallel: parallel, inputFile: inputFile != nil))
-    }
-
-    /// The command's exit status from its downloads' (in the order given), by the rules of
-    /// the program each form comes from: with `-i`, aria2c's (the last failure's); with `-Z`,
-    /// curl's (the first failure's); one after another, curl's (the last download's, so a
-    /// failure before a success exits 0: each failure is said on standard error).
-    static func status(of statuses: [Int32], parallel: Bool, inputFile: Bool) -> Int32 {
-        if inputFile { return statuses.last { $0 != 0 } ?? 0 }
-        if parallel { return statuses.first { $0 != 0 } ?? 0 }
-        return statuses.last ?? 0
+        Foundation.exit(ExitStatus.combining(statuses, parallel: parallel, inputFile: inputFile != nil))
     }
 
     /// A configuration that names `cookies`, for `--cookie-jar`.
@@ -157,7 +147,7 @@ extension GetCommand {
                 failure = FerryError(.invalidRequest, "\(error)")
             }
             // Another mirror helps only with what the server or the network did.
-            if running.interrupted || !Self.anotherSourceMayHelp(failure) { break }
+            if running.interrupted || !failure.anotherSourceMayHelp { break }
         }
         let said = failure.description.contains(source) ? failure.description : "\(source): \(failure.description)"
         FileHandle.standardError.write(Data("ferry: \(said)\n".utf8))
@@ -216,12 +206,6 @@ extension GetCommand {
         task.resumesFromStore = continuing
         task.checksum = try job.checksum.map { text throws(FerryError) in try Checksum(parsing: text) }
         return task
-    }
-
-    /// Whether trying the next mirror can succeed where `error` failed: what the server or
-    /// the network did, or a digest that did not match.
-    static func anotherSourceMayHelp(_ error: FerryError) -> Bool {
-        error.reason.isServerOrNetwork || error.reason == .checksumMismatch
     }
 }
 

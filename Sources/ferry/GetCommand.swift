@@ -219,32 +219,16 @@ struct GetCommand: AsyncParsableCommand {
             throw ValidationError("--json prints events on standard output; name a file with -o or -O.")
         }
         if let problem = CommandRequest.headerProblem(in: headers) { throw ValidationError(problem) }
-        if let maximumFileSize, Self.byteCount(maximumFileSize) == nil {
+        if let maximumFileSize, Int64(byteCount: maximumFileSize) == nil {
             throw ValidationError("--max-filesize takes a number of bytes, with k, M or G if you like (10M).")
         }
         if clobber && !remoteName && inputFile == nil {
             throw ValidationError("--clobber goes with -O or -i (-o always replaces its file).")
         }
         if split < 1 || split > 64 { throw ValidationError("-s takes a number of connections from 1 to 64.") }
-        if let minimumSplitSize, (Self.byteCount(minimumSplitSize) ?? 0) < 1 {
+        if let minimumSplitSize, (Int64(byteCount: minimumSplitSize) ?? 0) < 1 {
             throw ValidationError("--min-split-size takes a number of bytes, with k, M or G if you like (20M).")
         }
-    }
-
-    /// A byte count as curl writes it: digits, then optionally k, M or G (powers of 1024).
-    static func byteCount(_ text: String) -> Int64? {
-        let units: [Character: Int64] = [
-            "k": 1 << 10, "K": 1 << 10, "m": 1 << 20, "M": 1 << 20, "g": 1 << 30, "G": 1 << 30,
-        ]
-        var digits = Substring(text)
-        var unit: Int64 = 1
-        if let last = text.last, let multiplier = units[last] {
-            unit = multiplier
-            digits = digits.dropLast()
-        }
-        guard !digits.isEmpty, digits.allSatisfy(\.isASCII), let value = Int64(digits), value >= 0 else { return nil }
-        let (product, overflow) = value.multipliedReportingOverflow(by: unit)
-        return overflow ? nil : product
     }
 
     /// `error`, with the option that would let it pass, where there is one.
@@ -336,7 +320,7 @@ struct GetCommand: AsyncParsableCommand {
         task.resumesFromStore = continueDownload && !destination.isWrittenInOrder
         task.checksum = checksum.flatMap { try? Checksum(parsing: $0) }
         let interrupted = InterruptFlag()
-        let interrupt = Self.onInterrupt {
+        let interrupt = Interrupt.handle {
             interrupted.set()
             Task { _ = await task.cancelProducingResumeData() }
         }
@@ -395,11 +379,11 @@ struct GetCommand: AsyncParsableCommand {
         configuration.retryPolicy.retriesAllErrors = retryAllErrors
         configuration.maximumConnectionsPerDownload = connections
         configuration.httpMaximumConnectionsPerHost = max(configuration.httpMaximumConnectionsPerHost, connections)
-        if let size = minimumSplitSize.flatMap(Self.byteCount) { configuration.minimumSegmentSize = size }
+        if let size = minimumSplitSize.flatMap(Int64.init(byteCount:)) { configuration.minimumSegmentSize = size }
         // An output written in order gets its body decoded as it streams; a file keeps the
         // coded bytes while they arrive and is decoded once complete, before the checksum.
         configuration.automaticDecompression = compressed
-        configuration.maximumFileSize = maximumFileSize.flatMap(Self.byteCount)
+        configuration.maximumFileSize = maximumFileSize.flatMap(Int64.init(byteCount:))
         // The ratio guards against bombs when nothing else does; a size the user gave is the
         // limit they chose.
         if configuration.maximumFileSize != nil { configuration.maximumDecompressionRatio = nil }
@@ -453,20 +437,4 @@ struct GetCommand: AsyncParsableCommand {
             fail(FerryError(.fileSystem, "Cannot write the ETag to '\(path)'.", underlying: error))
         }
     }
-
-    /// Runs `handler` on SIGINT instead of dying, so the transfer can stop cleanly.
-    static func onInterrupt(_ handler: @escaping @Sendable () -> Void) -> any DispatchSourceSignal {
-        signal(SIGINT, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-        source.setEventHandler(handler: handler)
-        source.resume()
-        return source
-    }
-}
-
-/// Set once from a signal handler, read after the transfer ends.
-final class InterruptFlag: Sendable {
-    private let value = Mutex(false)
-    func set() { value.withLock { $0 = true } }
-    var isSet: Bool { value.withLock { $0 } }
 }
