@@ -90,7 +90,8 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
     /// What the transfer does with its body.
     let plan: TransferPlan
     let hub: EventHub
-    private let sessionReference: WeakSession
+    /// The session the task belongs to, while it exists.
+    public weak let session: Session?
     let storage: Mutex<Storage>
 
     init(identifier: Int, request: URLRequest, plan: TransferPlan, session: Session) {
@@ -98,14 +99,11 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
         originalRequest = request
         self.plan = plan
         hub = session.hub
-        sessionReference = WeakSession(session)
+        self.session = session
         storage = Mutex(Storage(currentRequest: request))
         if case .upload(let body) = plan { storage.withLock { $0.bytesExpectedToSend = body.length } }
         if case .stream(_, let body?) = plan { storage.withLock { $0.bytesExpectedToSend = body.length } }
     }
-
-    /// The session the task belongs to, while it exists.
-    public var session: Session? { sessionReference.value }
 
     public var id: Int { taskIdentifier }
 
@@ -366,15 +364,10 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
     }
 }
 
-/// A weak reference that can be stored in a `Sendable` value.
+/// A weak reference to a session that can be handed to a Swift task.
 final class WeakSession: Sendable {
-    private let reference: Mutex<Reference>
-    private struct Reference: @unchecked Sendable {
-        // Safe: `Session` is Sendable; the wrapper only exists because a weak stored
-        // property cannot be declared inside `Mutex` directly.
-        weak var session: Session?
-    }
+    /// The session, while it exists.
+    weak let value: Session?
 
-    init(_ session: Session) { reference = Mutex(Reference(session: session)) }
-    var value: Session? { reference.withLock { $0.session } }
+    init(_ session: Session) { value = session }
 }
