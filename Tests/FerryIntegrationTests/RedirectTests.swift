@@ -63,6 +63,25 @@ struct RedirectTests {
         }
     }
 
+    /// The redirect the limit refuses is not announced: no `willRedirect` for it, and the
+    /// task's current request stays the last one sent; the error carries the refused response.
+    @Test func aRefusedRedirectIsNeverAnnounced() async throws {
+        try await withServer { server in
+            let session = try makeSession { $0.maximumRedirects = 2 }
+            let task = session.dataTask(with: server.url("/redirect/3"))
+            let events = task.events
+            task.resume()
+            let seen = await collectEvents(events)
+            #expect(seen.filter { $0.name == "willRedirect" }.count == 2)
+            #expect(task.error?.reason == .redirectFailed)
+            #expect(task.error?.response?.statusCode == 302)
+            #expect(task.error?.response?.url == server.url("/redirect/1"))
+            #expect(task.currentRequest.url == server.url("/redirect/1"))
+            #expect(task.metrics?.transactions.count == 3)
+            #expect(task.metrics?.redirectCount == 2)
+        }
+    }
+
     @Test func postBecomesGetOn303AndKeepsBodyOn307() async throws {
         try await withServer { server in
             struct Echo: Decodable {

@@ -14,6 +14,7 @@ import FoundationNetworking
 @Suite("RequestLoop")
 struct RequestLoopTests {
     let head = HTTPResponse(url: URL(string: "http://h/a")!, statusCode: 503, headers: HeaderFields([]))
+    let moved = HTTPResponse(url: URL(string: "http://h/a")!, statusCode: 302, headers: HeaderFields([]))
     let refused = FerryError(.network, "refused")
     let challenge = ProxyChallenge(proxy: .http(host: "proxy", port: 3128), challenges: ["Basic realm=\"p\""])
     let oneShot = RequestBody.stream(ByteChunks { ByteChunks.Iterator { nil } }, length: nil)
@@ -25,7 +26,8 @@ struct RequestLoopTests {
     func loop(
         body: RequestBody? = nil,
         intercepts: Bool = true,
-        headers: [String: String] = [:]
+        headers: [String: String] = [:],
+        limits: RequestLoop.Limits = RequestLoop.Limits(redirects: 20)
     ) throws -> RequestLoop {
         var first = try request("/a")
         for (name, value) in headers { first.setValue(value, forHTTPHeaderField: name) }
@@ -34,7 +36,8 @@ struct RequestLoopTests {
             body: body,
             reason: .initial,
             home: Origin(try #require(URL(string: "http://h/a"))),
-            intercepts: intercepts
+            intercepts: intercepts,
+            limits: limits
         )
     }
 
@@ -96,16 +99,16 @@ struct RequestLoopTests {
     @Test func aRedirectKeepsOrDropsTheBodyAsItSays() throws {
         var loop = try loop(body: .data(Data("x".utf8)))
         #expect(
-            seen(loop.next(after: .followUp(.redirect(try request("/b", .post), keepsBody: true))))
+            seen(loop.next(after: .followUp(.redirect(try request("/b", .post), keepsBody: true, from: moved))))
                 == .send(path: "/b", reason: .redirect, redirects: 1, challenges: 0, body: true)
         )
         #expect(
-            seen(loop.next(after: .followUp(.redirect(try request("/c"), keepsBody: false))))
+            seen(loop.next(after: .followUp(.redirect(try request("/c"), keepsBody: false, from: moved))))
                 == .send(path: "/c", reason: .redirect, redirects: 2, challenges: 0, body: false)
         )
         // A body once dropped stays dropped.
         #expect(
-            seen(loop.next(after: .followUp(.redirect(try request("/d"), keepsBody: true))))
+            seen(loop.next(after: .followUp(.redirect(try request("/d"), keepsBody: true, from: moved))))
                 == .send(path: "/d", reason: .redirect, redirects: 3, challenges: 0, body: false)
         )
     }
@@ -113,15 +116,15 @@ struct RequestLoopTests {
     @Test func theSameRequestAThirdTimeIsALoop() throws {
         var loop = try loop(intercepts: false)
         for path in ["/b", "/a", "/b"] {
-            _ = loop.next(after: .followUp(.redirect(try request(path), keepsBody: false)))
+            _ = loop.next(after: .followUp(.redirect(try request(path), keepsBody: false, from: moved)))
         }
         // A different method is a different request.
         #expect(
-            seen(loop.next(after: .followUp(.redirect(try request("/b", .head), keepsBody: false))))
+            seen(loop.next(after: .followUp(.redirect(try request("/b", .head), keepsBody: false, from: moved))))
                 == .send(path: "/b", reason: .redirect, redirects: 4, challenges: 0, body: false)
         )
         #expect(
-            seen(loop.next(after: .followUp(.redirect(try request("/b"), keepsBody: false))))
+            seen(loop.next(after: .followUp(.redirect(try request("/b"), keepsBody: false, from: moved))))
                 == .fail(.redirectFailed, proxyChallenge: false)
         )
         // And the loop has ended: nothing sends again.
@@ -191,6 +194,81 @@ struct RequestLoopTests {
             var loop = start
             let expected = (event.failure?.reason).map { Seen.fail($0, proxyChallenge: false) }
             #expect(seen(loop.next(after: event)) == expected)
+        }
+    }
+
+    // MARK: The caps
+
+    @Test func aRedirectPastTheLimitEndsTheLoopWithItsResponse() throws {
+        var loop = try loop(limits: RequestLoop.Limits(redirects: 2))
+        for (path, count) in [("/b", 1), ("/c", 2)] {
+            #expect(
+                seen(loop.next(after: .followUp(.redirect(try request(path), keepsBody: false, from: moved))))
+                    == .send(path: path, reason: .redirect, redirects: count, challenges: 0, body: false)
+            )
+        }
+        let ended = loop.next(after: .followUp(.redirect(try request("/d"), keepsBody: false, from: moved)))
+        guard case .fail(let error) = ended else {
+            Issue.record("expected the loop to fail, got \(ended)")
+            return
+        }
+        let ferryError = try #require(error as? FerryError)
+        #expect(ferryError.reason == .redirectFailed)
+        #expect(ferryError.response == moved)
+        #expect(ferryError.message.contains("2 redirects"))
+        // The refused redirect never became the current hop.
+        #expect(loop.current.request.url?.path == "/c")
+        #expect(seen(loop.next(after: .proxyAnswered(true))) == .fail(.invalidRequest, proxyChallenge: false))
+        // No redirects allowed: the first one ends the loop.
+        var none = try self.loop(limits: RequestLoop.Limits(redirects: 0))
+        #expect(
+            seen(none.next(after: .followUp(.redirect(try request("/b"), keepsBody: false, from: moved))))
+                == .fail(.redirectFailed, proxyChallenge: false)
+        )
+    }
+
+    @Test func aHopNamesTheRedirectItFollowsAndNoOther() throws {
+        var loop = try loop()
+        #expect(loop.current.redirectedBy == nil)
+        _ = loop.next(after: .followUp(.redirect(try request("/b"), keepsBody: false, from: moved)))
+        #expect(loop.current.redirectedBy == moved)
+        _ = loop.next(after: .followUp(.authenticate(try request("/b"))))
+        #expect(loop.current.redirectedBy == nil)
+        _ = loop.next(after: .errorStatus(head, []))
+        _ = loop.next(after: .interceptorDecided(try request("/b")))
+        #expect(loop.current.redirectedBy == nil)
+    }
+
+    @Test func challengesAreAnsweredUpToTheLimitBetweenRetries() throws {
+        var loop = try loop(limits: RequestLoop.Limits(redirects: 20, challengeAnswers: 2))
+        #expect(loop.answersChallenge)
+        _ = loop.next(after: .followUp(.authenticate(try request("/a"))))
+        #expect(loop.answersChallenge)
+        _ = loop.next(after: .followUp(.authenticate(try request("/a"))))
+        #expect(!loop.answersChallenge)
+        // A redirect keeps the count: the challenges are the request's.
+        _ = loop.next(after: .followUp(.redirect(try request("/b"), keepsBody: false, from: moved)))
+        #expect(!loop.answersChallenge)
+        // An interceptor retry starts it again.
+        _ = loop.next(after: .errorStatus(head, []))
+        _ = loop.next(after: .interceptorDecided(try request("/b")))
+        #expect(loop.answersChallenge)
+        #expect(!(try self.loop(limits: RequestLoop.Limits(redirects: 20, challengeAnswers: 0))).answersChallenge)
+    }
+
+    @Test func proxyChallengesPastTheLimitAreNotAnswered() throws {
+        var loop = try loop(intercepts: false, limits: RequestLoop.Limits(redirects: 20, challengeAnswers: 2))
+        for failures in 0..<2 {
+            #expect(seen(loop.next(after: failed(challenge))) == .answerProxy(failures: failures))
+            _ = loop.next(after: .proxyAnswered(true))
+        }
+        // The third challenge is the failure: the loop ends with it.
+        #expect(seen(loop.next(after: failed(challenge))) == .fail(nil, proxyChallenge: true))
+        // With an interceptor, it is the interceptor's to judge.
+        var intercepted = try self.loop(limits: RequestLoop.Limits(redirects: 20, challengeAnswers: 0))
+        guard case .askInterceptor = intercepted.next(after: failed(challenge)) else {
+            Issue.record("expected the interceptor to be asked")
+            return
         }
     }
 

@@ -26,11 +26,16 @@ import Foundation
 /// it and the loop ends.
 ///
 /// ## Guarantees
-/// - The only place that decides whether the request is sent again.
+/// - The only place that decides whether the request is sent again, and how often: the
+///   caps on redirects and on answered challenges (``Limits``) are counted here.
 /// - A one-shot body is never sent twice: no proxy answer, no interceptor retry for it.
 /// - A request that was answered, was cancelled, or failed as cancelled is never retried.
 /// - The same method and URL redirected to a third time ends the loop, whatever the hop
-///   limit.
+///   limit; a redirect past ``Limits/redirects`` ends it too. A redirect the loop refuses
+///   is never announced: the owner records a redirect when it sends the hop that follows it
+///   (``Hop/redirectedBy``).
+/// - At most ``Limits/challengeAnswers`` origin challenges are answered between interceptor
+///   retries (then the `401` is the response), and as many proxy challenges over the loop.
 /// - Every hop after a retry may be challenged afresh; proxy challenges are counted over
 ///   the whole loop.
 struct RequestLoop {
@@ -46,14 +51,27 @@ struct RequestLoop {
         var challengesAnswered: Int
         /// Whether a request went before it (the body's count of bytes sent starts over).
         var isRepeat: Bool
+        /// The response whose redirect this hop follows, when it follows one (the owner
+        /// records the redirect as it sends the hop).
+        var redirectedBy: HTTPResponse?
+    }
+
+    /// How often the loop sends a request again, at most.
+    struct Limits: Equatable {
+        /// Most redirects followed (``SessionConfiguration/maximumRedirects``).
+        var redirects: Int
+        /// Most origin challenges answered between interceptor retries, and most proxy
+        /// challenges answered over the loop: a delegate that keeps offering refused
+        /// credentials does not loop forever.
+        var challengeAnswers = 5
     }
 
     /// Where a response sends its request next, when it is not the request's last.
     enum FollowUp: Equatable {
         /// The same request again, with credentials.
         case authenticate(URLRequest)
-        /// A redirect's target.
-        case redirect(URLRequest, keepsBody: Bool)
+        /// A redirect's target, proposed by `response`.
+        case redirect(URLRequest, keepsBody: Bool, from: HTTPResponse)
     }
 
     /// What happened to the hop last returned, or the answer to the last question asked.
@@ -115,6 +133,7 @@ struct RequestLoop {
     let userAuthorization: Bool
     /// Whether the caller set `Cookie` itself (the session's store then adds none).
     let userCookies: Bool
+    let limits: Limits
     private var state = State.sending
     /// Whether an interceptor may retry requests.
     private let intercepts: Bool
@@ -128,12 +147,14 @@ struct RequestLoop {
     ///   - reason: Why it is sent (`.resume` when the task sent requests before).
     ///   - home: The origin of the task's original request.
     ///   - intercepts: Whether the session has an interceptor that may retry.
+    ///   - limits: How often the request may be sent again.
     init(
         request: URLRequest,
         body: RequestBody?,
         reason: TransactionMetrics.Reason,
         home: Origin?,
-        intercepts: Bool
+        intercepts: Bool,
+        limits: Limits
     ) {
         self.current = Hop(
             request: request,
@@ -141,16 +162,23 @@ struct RequestLoop {
             reason: reason,
             redirects: 0,
             challengesAnswered: 0,
-            isRepeat: false
+            isRepeat: false,
+            redirectedBy: nil
         )
         self.home = home
         self.userAuthorization = request.value(forHTTPHeaderField: "Authorization") != nil
         self.userCookies = request.value(forHTTPHeaderField: "Cookie") != nil
         self.intercepts = intercepts
+        self.limits = limits
     }
 
     /// The first current.
     func start() -> Action { .send(current) }
+
+    /// Whether a `401` to the hop last returned may be answered with credentials: fewer than
+    /// ``Limits/challengeAnswers`` were answered since the last interceptor retry. Asked
+    /// before the credential sources (and the delegate) are.
+    var answersChallenge: Bool { current.challengesAnswered < limits.challengeAnswers }
 
     /// Whether a final response with this status goes to the interceptor (with its body
     /// read) before the task gets it.
@@ -164,7 +192,17 @@ struct RequestLoop {
         case (.sending, .followUp(.authenticate(let retry))):
             current.challengesAnswered += 1
             return sendAgain(retry, reason: .authentication)
-        case (.sending, .followUp(.redirect(let next, let keepsBody))):
+        case (.sending, .followUp(.redirect(let next, let keepsBody, let response))):
+            guard current.redirects < limits.redirects else {
+                state = .ended
+                return .fail(
+                    FerryError(
+                        .redirectFailed,
+                        "Stopped after \(limits.redirects) redirects (maximumRedirects).",
+                        response: response
+                    )
+                )
+            }
             let key = next.method.rawValue + " " + (next.url?.absoluteString ?? "")
             visited[key, default: 0] += 1
             guard visited[key, default: 0] <= 2 else {
@@ -178,12 +216,14 @@ struct RequestLoop {
             }
             current.redirects += 1
             if !keepsBody { current.body = nil }
-            return sendAgain(next, reason: .redirect)
+            return sendAgain(next, reason: .redirect, redirectedBy: response)
         case (.sending, .errorStatus(let head, let buffered)):
             return ask(about: current.request, .response(head), asked: .response(head, buffered))
         case (.sending, .failed(let error, let failure, let responded, let cancelled)):
             let replayable = current.body?.isReplayable ?? true
-            if let challenge = error as? ProxyChallenge, !responded, replayable {
+            if let challenge = error as? ProxyChallenge, !responded, replayable,
+                proxyChallengesAnswered < limits.challengeAnswers
+            {
                 state = .answeringProxy(error, failure)
                 return .answerProxy(challenge, failures: proxyChallengesAnswered)
             }
@@ -230,11 +270,16 @@ struct RequestLoop {
         return .askInterceptor(request, failure, attempt: interceptorRetries)
     }
 
-    private mutating func sendAgain(_ request: URLRequest, reason: TransactionMetrics.Reason) -> Action {
+    private mutating func sendAgain(
+        _ request: URLRequest,
+        reason: TransactionMetrics.Reason,
+        redirectedBy response: HTTPResponse? = nil
+    ) -> Action {
         state = .sending
         current.request = request
         current.reason = reason
         current.isRepeat = true
+        current.redirectedBy = response
         return .send(current)
     }
 }

@@ -11,7 +11,8 @@ extension Transfer {
     /// Order, as URLSession's: the delegate; on default handling the session's
     /// ``SessionConfiguration/credential`` (only for the task's own origin), then its
     /// ``SessionConfiguration/credentialStore``. Default handling answers once per request; a
-    /// refused credential is not sent again. The strongest scheme offered wins: Digest with
+    /// refused credential is not sent again. How many challenges are answered at most is the
+    /// request loop's to say (``RequestLoop/answersChallenge``). The strongest scheme offered wins: Digest with
     /// SHA-256, Digest with MD5, then Basic.
     func authenticate(
         _ request: URLRequest,
@@ -20,9 +21,7 @@ extension Transfer {
         failures: Int,
         userAuthorization: Bool
     ) async throws -> URLRequest? {
-        guard response.statusCode == 401, !userAuthorization, failures < AnswerableChallenge.maximumAnswers,
-            let url = request.url
-        else { return nil }
+        guard response.statusCode == 401, !userAuthorization, let url = request.url else { return nil }
         let challenges = Challenge.parse(response.headers.values(for: "WWW-Authenticate"))
         guard let chosen = AnswerableChallenge.strongest(challenges) else { return nil }
         let space = ProtectionSpace(url: url, realm: chosen.realm, authenticationMethod: chosen.method)
@@ -50,9 +49,7 @@ extension Transfer {
     /// the proxy's configured credential, then the credential store; the strongest scheme
     /// offered. A Digest answer is computed for `CONNECT host:port`.
     func authenticateProxy(_ challenge: ProxyChallenge, failures: Int) async throws -> String? {
-        guard failures < AnswerableChallenge.maximumAnswers,
-            let chosen = AnswerableChallenge.strongest(Challenge.parse(challenge.challenges))
-        else { return nil }
+        guard let chosen = AnswerableChallenge.strongest(Challenge.parse(challenge.challenges)) else { return nil }
         let proxy = challenge.proxy
         let space = ProtectionSpace(
             scheme: "http",
@@ -129,10 +126,6 @@ struct AnswerableChallenge {
         guard let digest, let url = request.url else { return credential.authorization }
         return digest.authorization(for: credential, method: request.method.rawValue, uri: url.requestTarget)
     }
-
-    /// Most answers to challenges for one request (or to the proxy's): a delegate that keeps
-    /// offering refused credentials does not loop forever; the `401` is delivered instead.
-    static let maximumAnswers = 5
 
     /// The strongest challenge of those offered that Ferry can answer.
     static func strongest(_ challenges: [Challenge]) -> AnswerableChallenge? {

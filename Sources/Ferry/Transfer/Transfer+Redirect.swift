@@ -5,14 +5,14 @@ import FoundationNetworking
 #endif
 
 /// The redirect policy of the request loop: RFC 9110's rules (``RedirectPlan``), then the
-/// task's or session's ``RedirectPolicy``, then the delegate, then the limit.
+/// task's or session's ``RedirectPolicy``, then the delegate. The limit on redirects is the
+/// loop's (``RequestLoop/Limits``).
 extension Transfer {
     /// The request to follow a redirect with, or `nil` when `response` is final.
     func redirect(
         for request: URLRequest,
         response: HTTPResponse,
-        body: RequestBody?,
-        redirects: Int
+        body: RequestBody?
     ) async throws -> (request: URLRequest, keepsBody: Bool)? {
         let policy = options.redirectPolicy
         if case .refuse = policy.kind { return nil }
@@ -45,13 +45,6 @@ extension Transfer {
                     })
                 else { return nil }
                 next = answer
-            }
-            guard redirects < configuration.maximumRedirects else {
-                throw FerryError(
-                    .redirectFailed,
-                    "Stopped after \(configuration.maximumRedirects) redirects (maximumRedirects).",
-                    response: response
-                )
             }
             return (next, keepsBody)
         }

@@ -39,13 +39,15 @@ extension Transfer {
             body: body,
             reason: origin.client.hasTransactions ? .resume : .initial,
             home: origin.originalRequest.url.map(Origin.init),
-            intercepts: interceptor != nil
+            intercepts: interceptor != nil,
+            limits: RequestLoop.Limits(redirects: configuration.maximumRedirects)
         )
         var action = loop.start()
         while true {
             switch action {
             case .send(let hop):
                 if hop.isRepeat, hop.body != nil { origin.client.resetSentBytes(to: offset) }
+                announceRedirect(of: hop)
                 switch try await send(hop, of: loop, lease: lease, consume: consume) {
                 case .final(let result): return result
                 case .event(let event): action = loop.next(after: event)
@@ -187,13 +189,15 @@ extension Transfer {
         -> RequestLoop.FollowUp?
     {
         let url = hop.request.url?.absoluteString ?? ""
-        if let retry = try await authenticate(
-            hop.request,
-            after: head,
-            home: loop.home,
-            failures: hop.challengesAnswered,
-            userAuthorization: loop.userAuthorization
-        ) {
+        if loop.answersChallenge,
+            let retry = try await authenticate(
+                hop.request,
+                after: head,
+                home: loop.home,
+                failures: hop.challengesAnswered,
+                userAuthorization: loop.userAuthorization
+            )
+        {
             guard hop.body?.isReplayable ?? true else {
                 throw FerryError(
                     .bodyNotReplayable,
@@ -205,16 +209,25 @@ extension Transfer {
             telemetry?.challenged(by: head)
             return .authenticate(retry)
         }
-        if let next = try await redirect(for: hop.request, response: head, body: hop.body, redirects: hop.redirects) {
-            origin.client.setCurrentRequest(next.request, redirectedBy: head)
-            telemetry?.redirected(by: head, to: next.request.url)
-            logger.debug(
-                "redirect",
-                metadata: ["from": "\(url)", "to": "\(next.request.url?.absoluteString ?? "")"]
-            )
-            return .redirect(next.request, keepsBody: next.keepsBody)
+        if let next = try await redirect(for: hop.request, response: head, body: hop.body) {
+            return .redirect(next.request, keepsBody: next.keepsBody, from: head)
         }
         return nil
+    }
+
+    /// Records the redirect `hop` follows, if it follows one, as it is sent: the task's
+    /// current request, its `willRedirect` event, the span and the log. A redirect the loop
+    /// refused is never recorded.
+    func announceRedirect(of hop: RequestLoop.Hop) {
+        guard let response = hop.redirectedBy else { return }
+        origin.client.setCurrentRequest(hop.request, redirectedBy: response)
+        telemetry?.redirected(by: response, to: hop.request.url)
+        logger.debug(
+            "redirect",
+            metadata: [
+                "from": "\(response.url.absoluteString)", "to": "\(hop.request.url?.absoluteString ?? "")",
+            ]
+        )
     }
 
 }

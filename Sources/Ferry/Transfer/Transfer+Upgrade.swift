@@ -35,7 +35,8 @@ extension Upgrader {
             body: try RequestBody.of(request),
             reason: .initial,
             home: origin.originalRequest.url.map(Origin.init),
-            intercepts: false
+            intercepts: false,
+            limits: RequestLoop.Limits(redirects: configuration.maximumRedirects)
         )
         let connecting = request.method == .connect
         var action = loop.start()
@@ -44,6 +45,7 @@ extension Upgrader {
             switch action {
             case .send(let next):
                 hop = next
+                transfer.announceRedirect(of: hop)
             case .answerProxy(let challenge, let failures):
                 // The proxy asked for credentials before the tunnel opened: answer, then send
                 // the same request again (nothing of its body has gone).
