@@ -3,6 +3,7 @@ real disk, and from Apache httpd's mod_http2 (issue 58's rows). Run by Benchmark
 bench.py (its section goes on BENCHMARKS.md), or alone:
 
     python3 Benchmarks/cli.py BIN_DIR RUNS [DISK_DIR]
+    FERRY_CLI_SCENARIOS=13,14 python3 Benchmarks/cli.py BIN_DIR RUNS    # some of them
 
 BIN_DIR holds the release `ferry`; DISK_DIR is a directory on a disk (not tmpfs) for the
 1 GiB scenario (default: a folder under .build). Every command runs under GNU time (wall,
@@ -34,6 +35,8 @@ import time
 from loopback import free_port, sha256, wait_for
 
 bin_dir, runs = sys.argv[1], int(sys.argv[2])
+# FERRY_CLI_SCENARIOS=13,14 runs only those (default: all four).
+only = set(os.environ.get("FERRY_CLI_SCENARIOS", "11,12,13,14").split(","))
 ferry = os.path.abspath(os.path.join(bin_dir, "ferry"))
 work = tempfile.mkdtemp(prefix="ferry-cli-bench.", dir="/dev/shm")
 disk = sys.argv[3] if len(sys.argv) > 3 else os.path.abspath(".build/cli-bench-disk")
@@ -146,128 +149,141 @@ print("\n# The `ferry` command: many files, a disk, mod_http2\n\n"
       f"{os.cpu_count()} cores; medians of {runs} runs (min–max), the clients alternating; "
       "whole commands under GNU time; connections from the server's log.")
 
-# 11. Many files over HTTPS, 6 at a time.
 root = os.path.join(work, "root")
-os.makedirs(os.path.join(root, "m"))
-body = os.urandom(64 << 10)
-for i in range(1000):
-    with open(os.path.join(root, "m", f"f{i}"), "wb") as f:
-        f.write(body)
-expected = hashlib.sha256(body).hexdigest()
+os.makedirs(root)
+# The HTTPS servers' certificate (11 and 14).
 cert, key = os.path.join(work, "cert.pem"), os.path.join(work, "key.pem")
 subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1",
                 "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
-for version, listen in (("HTTP/2", " ssl http2"), ("HTTP/1.1", " ssl")):
-    server = Nginx("tls" if version == "HTTP/2" else "tls1", root, f"{listen}; ssl_certificate {cert}; "
-                   f"ssl_certificate_key {key}")
-    urls = [f"https://127.0.0.1:{server.port}/m/f{i}" for i in range(1000)]
-    here = os.path.join(work, "out")
-    flag = "--http2" if version == "HTTP/2" else "--http1.1"
-    commands = {
-        "ferry get -Z -O": ([ferry, "get", "-q", flag, "--cacert", cert, "-Z", "--parallel-max", "6", "-O"] + urls,
-                            here, server),
-        "curl -Z --remote-name-all": (["curl", "-sS", flag, "--cacert", cert, "-Z", "--parallel-max", "6",
-                                       "--remote-name-all"] + urls, here, server),
-    }
-    rows, opened = alternate(commands, lambda name: identical_files(here, 1000, expected)
-                             or sys.exit(f"{name}: not 1,000 identical files"), lambda: empty(here))
-    server.stop()
-    table(f"11. 1,000 × 64 KiB over HTTPS, {version}, 6 at a time",
-          f"`ferry get -q {flag} -Z --parallel-max 6 -O URL…` beside `curl -sS {flag} -Z --parallel-max 6 "
-          "--remote-name-all URL…`, from nginx, into tmpfs.", rows, "ferry get -Z -O", ("connections", opened))
-    ratio = median(rows, "ferry get -Z -O") / median(rows, "curl -Z --remote-name-all")
-    targets.append((f"CLI 1,000 × 64 KiB, HTTPS {version}", "≤ 1.0× curl",
-                    f"{ratio:.2f}× curl, {opened['ferry get -Z -O']} connections (curl "
-                    f"{opened['curl -Z --remote-name-all']})", ratio <= 1.0))
+
+# 11. Many files over HTTPS, 6 at a time.
+if "11" in only:
+    os.makedirs(os.path.join(root, "m"))
+    body = os.urandom(64 << 10)
+    for i in range(1000):
+        with open(os.path.join(root, "m", f"f{i}"), "wb") as f:
+            f.write(body)
+    expected = hashlib.sha256(body).hexdigest()
+    for version, listen in (("HTTP/2", " ssl http2"), ("HTTP/1.1", " ssl")):
+        server = Nginx("tls" if version == "HTTP/2" else "tls1", root, f"{listen}; ssl_certificate {cert}; "
+                       f"ssl_certificate_key {key}")
+        urls = [f"https://127.0.0.1:{server.port}/m/f{i}" for i in range(1000)]
+        here = os.path.join(work, "out")
+        flag = "--http2" if version == "HTTP/2" else "--http1.1"
+        commands = {
+            "ferry get -Z -O": ([ferry, "get", "-q", flag, "--cacert", cert, "-Z", "--parallel-max", "6", "-O"] + urls,
+                                here, server),
+            "curl -Z --remote-name-all": (["curl", "-sS", flag, "--cacert", cert, "-Z", "--parallel-max", "6",
+                                           "--remote-name-all"] + urls, here, server),
+        }
+        rows, opened = alternate(commands, lambda name: identical_files(here, 1000, expected)
+                                 or sys.exit(f"{name}: not 1,000 identical files"), lambda: empty(here))
+        server.stop()
+        table(f"11. 1,000 × 64 KiB over HTTPS, {version}, 6 at a time",
+              f"`ferry get -q {flag} -Z --parallel-max 6 -O URL…` beside `curl -sS {flag} -Z --parallel-max 6 "
+              "--remote-name-all URL…`, from nginx, into tmpfs.", rows, "ferry get -Z -O", ("connections", opened))
+        ratio = median(rows, "ferry get -Z -O") / median(rows, "curl -Z --remote-name-all")
+        targets.append((f"CLI 1,000 × 64 KiB, HTTPS {version}", "≤ 1.0× curl",
+                        f"{ratio:.2f}× curl, {opened['ferry get -Z -O']} connections (curl "
+                        f"{opened['curl -Z --remote-name-all']})", ratio <= 1.0))
+
 
 # 12. 1 KiB files over plain HTTP from a list, 16 at a time.
-os.makedirs(os.path.join(root, "s"))
-small = os.urandom(1024)
-for i in range(50_000):
-    with open(os.path.join(root, "s", str(i)), "wb") as f:
-        f.write(small)
-small_expected = hashlib.sha256(small).hexdigest()
-server = Nginx("plain", root)
-rss = {}
-for count in (1_000, 10_000, 50_000):
-    urls = [f"http://127.0.0.1:{server.port}/s/{i}" for i in range(count)]
-    plain, config = os.path.join(work, f"list{count}"), os.path.join(work, f"curl{count}")
-    with open(plain, "w") as f:
-        f.write("\n".join(urls) + "\n")
-    with open(config, "w") as f:
-        f.write("".join(f'url = "{u}"\n' for u in urls))
-    here = os.path.join(work, "out")
-    commands = {
-        "ferry get -i -Z": ([ferry, "get", "-q", "-i", plain, "-Z", "--parallel-max", "16"], here, server),
-        # Ferry's default is 6 connections to a host; curl's -Z has no such bound.
-        "ferry get -i -Z --max-per-host 16": ([ferry, "get", "-q", "-i", plain, "-Z", "--parallel-max", "16",
-                                               "--max-per-host", "16"], here, server),
-        "curl -Z -K": (["curl", "-sS", "-Z", "--parallel-max", "16", "--remote-name-all", "-K", config], here, server),
-        "aria2c -i -j 16": (["aria2c", "-q", "-j16", "-x1", "-s1", "--allow-overwrite=true",
-                             "--file-allocation=none", "-i", plain], here, server),
-    }
-    rows, opened = alternate(commands, lambda name: identical_files(here, count, small_expected)
-                             or sys.exit(f"{name}: not {count:,} identical files"), lambda: empty(here))
-    table(f"12. {count:,} × 1 KiB over HTTP from a list, 16 at a time",
-          f"`ferry get -q -i LIST -Z --parallel-max 16` beside `curl -sS -Z --parallel-max 16 --remote-name-all -K "
-          "CONFIG` (the same URLs) and `aria2c -i LIST -j16`, from nginx, into tmpfs. Ferry opens at most 6 "
-          "connections to a host unless `--max-per-host` says more; curl's `-Z` has no such bound.", rows, "ferry get -i -Z",
-          ("connections", opened))
-    ratio = median(rows, "ferry get -i -Z") / median(rows, "curl -Z -K")
-    rss[count] = median(rows, "ferry get -i -Z", 2)
-    targets.append((f"CLI {count:,} × 1 KiB, -i -Z", "≤ 1.0× curl",
-                    f"{ratio:.2f}× curl ({median(rows, 'ferry get -i -Z') / median(rows, 'aria2c -i -j 16'):.2f}× "
-                    f"aria2c), {rss[count]:.1f} MiB", ratio <= 1.0))
-server.stop()
-limit = 2 * rss[1_000] + 20
-targets.append(("CLI peak RSS at 50,000 files", f"≤ 2 × RSS at 1,000 + 20 MiB ({limit:.1f})",
-                f"{rss[50_000]:.1f} MiB", rss[50_000] <= limit))
-shutil.rmtree(os.path.join(root, "s"))
-shutil.rmtree(os.path.join(root, "m"))
+if "12" in only:
+    os.makedirs(os.path.join(root, "s"))
+    small = os.urandom(1024)
+    for i in range(50_000):
+        with open(os.path.join(root, "s", str(i)), "wb") as f:
+            f.write(small)
+    small_expected = hashlib.sha256(small).hexdigest()
+    server = Nginx("plain", root)
+    rss = {}
+    for count in (1_000, 10_000, 50_000):
+        urls = [f"http://127.0.0.1:{server.port}/s/{i}" for i in range(count)]
+        plain, config = os.path.join(work, f"list{count}"), os.path.join(work, f"curl{count}")
+        with open(plain, "w") as f:
+            f.write("\n".join(urls) + "\n")
+        with open(config, "w") as f:
+            f.write("".join(f'url = "{u}"\n' for u in urls))
+        here = os.path.join(work, "out")
+        commands = {
+            "ferry get -i -Z": ([ferry, "get", "-q", "-i", plain, "-Z", "--parallel-max", "16"], here, server),
+            # Ferry's default is 6 connections to a host; curl's -Z has no such bound.
+            "ferry get -i -Z --max-per-host 16": ([ferry, "get", "-q", "-i", plain, "-Z", "--parallel-max", "16",
+                                                   "--max-per-host", "16"], here, server),
+            "curl -Z -K": (["curl", "-sS", "-Z", "--parallel-max", "16", "--remote-name-all", "-K", config], here, server),
+            "aria2c -i -j 16": (["aria2c", "-q", "-j16", "-x1", "-s1", "--allow-overwrite=true",
+                                 "--file-allocation=none", "-i", plain], here, server),
+        }
+        rows, opened = alternate(commands, lambda name: identical_files(here, count, small_expected)
+                                 or sys.exit(f"{name}: not {count:,} identical files"), lambda: empty(here))
+        table(f"12. {count:,} × 1 KiB over HTTP from a list, 16 at a time",
+              f"`ferry get -q -i LIST -Z --parallel-max 16` beside `curl -sS -Z --parallel-max 16 --remote-name-all -K "
+              "CONFIG` (the same URLs) and `aria2c -i LIST -j16`, from nginx, into tmpfs. Ferry opens at most 6 "
+              "connections to a host unless `--max-per-host` says more; curl's `-Z` has no such bound.", rows, "ferry get -i -Z",
+              ("connections", opened))
+        ratio = median(rows, "ferry get -i -Z") / median(rows, "curl -Z -K")
+        rss[count] = median(rows, "ferry get -i -Z", 2)
+        targets.append((f"CLI {count:,} × 1 KiB, -i -Z", "≤ 1.0× curl",
+                        f"{ratio:.2f}× curl ({median(rows, 'ferry get -i -Z') / median(rows, 'aria2c -i -j 16'):.2f}× "
+                        f"aria2c), {rss[count]:.1f} MiB", ratio <= 1.0))
+    server.stop()
+    limit = 2 * rss[1_000] + 20
+    targets.append(("CLI peak RSS at 50,000 files", f"≤ 2 × RSS at 1,000 + 20 MiB ({limit:.1f})",
+                    f"{rss[50_000]:.1f} MiB", rss[50_000] <= limit))
+    shutil.rmtree(os.path.join(root, "s"))
+    shutil.rmtree(os.path.join(root, "m"))
+
+
+# The 1 GiB file of 13, whose first 256 MiB 14 serves.
+if only & {"13", "14"}:
+    big = os.path.join(root, "big.bin")
+    with open(big, "wb") as f:
+        for _ in range(1024):
+            f.write(os.urandom(1 << 20))
+    big_expected = sha256(big)
+
 
 # 13. 1 GiB to a directory on disk.
-empty(disk)
-big = os.path.join(root, "big.bin")
-with open(big, "wb") as f:
-    for _ in range(1024):
-        f.write(os.urandom(1 << 20))
-big_expected = sha256(big)
-server = Nginx("disk", root)
-url = f"http://127.0.0.1:{server.port}/big.bin"
-destination = os.path.join(disk, "f")
-on = subprocess.run(["findmnt", "-n", "-o", "FSTYPE", "-T", disk], capture_output=True, text=True).stdout.strip()
-if on in ("tmpfs", "ramfs", ""):
-    raise SystemExit(f"{disk} is not on a disk ({on or 'unknown'}): give a DISK_DIR on one")
-
-
-def written_back():
+if "13" in only:
     empty(disk)
-    subprocess.run(["sync"])
+    server = Nginx("disk", root)
+    url = f"http://127.0.0.1:{server.port}/big.bin"
+    destination = os.path.join(disk, "f")
+    on = subprocess.run(["findmnt", "-n", "-o", "FSTYPE", "-T", disk], capture_output=True, text=True).stdout.strip()
+    if on in ("tmpfs", "ramfs", ""):
+        raise SystemExit(f"{disk} is not on a disk ({on or 'unknown'}): give a DISK_DIR on one")
 
 
-commands = {
-    "ferry get": ([ferry, "get", "-q", "-o", destination, url], None, None),
-    "curl": (["curl", "-sS", "-o", destination, url], None, None),
-}
-rows, _ = alternate(commands, lambda name: sha256(destination) == big_expected
-                    or sys.exit(f"{name} wrote another file"), written_back)
-written_back()
-traced = os.path.join(work, "strace")
-subprocess.run(["strace", "-f", "-c", "-e", "trace=fsync,fdatasync,sync_file_range", "-o", traced,
-                ferry, "get", "-q", "-o", destination, url], check=True)
-fsyncs = sum(int(line.split()[3]) for line in open(traced)
-             if line.split()[-1:] and line.split()[-1] in ("fsync", "fdatasync", "sync_file_range"))
-table("13. 1 GiB to a directory on disk",
-      f"1 GiB from nginx on loopback into `{disk}` ({on}), `sync` before each run; {fsyncs} fsync calls for the "
-      "whole download (strace -c -f, one more run).", rows, "ferry get")
-ratio = median(rows, "ferry get") / median(rows, "curl")
-targets.append(("CLI 1 GiB to disk", "≤ 1.0× curl", f"{ratio:.2f}× curl, {fsyncs} fsyncs", ratio <= 1.0))
-server.stop()
-shutil.rmtree(disk, ignore_errors=True)
+    def written_back():
+        empty(disk)
+        subprocess.run(["sync"])
+
+
+    commands = {
+        "ferry get": ([ferry, "get", "-q", "-o", destination, url], None, None),
+        "curl": (["curl", "-sS", "-o", destination, url], None, None),
+    }
+    rows, _ = alternate(commands, lambda name: sha256(destination) == big_expected
+                        or sys.exit(f"{name} wrote another file"), written_back)
+    written_back()
+    traced = os.path.join(work, "strace")
+    subprocess.run(["strace", "-f", "-c", "-e", "trace=fsync,fdatasync,sync_file_range", "-o", traced,
+                    ferry, "get", "-q", "-o", destination, url], check=True)
+    fsyncs = sum(int(line.split()[3]) for line in open(traced)
+                 if line.split()[-1:] and line.split()[-1] in ("fsync", "fdatasync", "sync_file_range"))
+    table("13. 1 GiB to a directory on disk",
+          f"1 GiB from nginx on loopback into `{disk}` ({on}), `sync` before each run; {fsyncs} fsync calls for the "
+          "whole download (strace -c -f, one more run).", rows, "ferry get")
+    ratio = median(rows, "ferry get") / median(rows, "curl")
+    targets.append(("CLI 1 GiB to disk", "≤ 1.0× curl", f"{ratio:.2f}× curl, {fsyncs} fsyncs", ratio <= 1.0))
+    server.stop()
+    shutil.rmtree(disk, ignore_errors=True)
+
 
 # 14. 256 MiB from Apache httpd's mod_http2.
 apache = shutil.which("apache2") or (os.path.exists("/usr/sbin/apache2") and "/usr/sbin/apache2")
-if apache:
+if "14" in only and apache:
     site = os.path.join(work, "apache")
     os.makedirs(os.path.join(site, "root"))
     with open(big, "rb") as source, open(os.path.join(site, "root", "f.bin"), "wb") as f:
@@ -316,7 +332,7 @@ SSLCertificateKeyFile {key}
           rows, "ferry get --http2")
     ratio = median(rows, "ferry get --http2") / median(rows, "curl --http2")
     targets.append(("CLI 256 MiB from mod_http2", "≤ 1.0× curl --http2", f"{ratio:.2f}× curl", ratio <= 1.0))
-else:
+elif "14" in only:
     print("\n## 14. 256 MiB from Apache httpd's mod_http2\n\nSkipped: apache2 is not installed.")
 
 print("\n## Targets (the `ferry` command)\n\n| scenario | target | measured | met |\n|---|---|---|---|")
