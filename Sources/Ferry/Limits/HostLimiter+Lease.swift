@@ -95,12 +95,3 @@ extension HostLimiter {
         }
     }
 }
-
-extension HostLimiter.Lease {
-    /// Runs `body` once the lease holds one of `origin`'s slots. The slot stays held after
-    /// `body` (the next hop to the same origin keeps it) until ``release()``.
-    func holding<Result: Sendable>(_ origin: Origin, _ body: () async throws -> Result) async throws -> Result {
-        try await hold(origin)
-        return try await body()
-    }
-}

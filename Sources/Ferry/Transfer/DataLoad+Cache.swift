@@ -29,42 +29,66 @@ extension DataLoad {
         }
         let conditional = stored.flatMap { CacheRules.conditionalRequest(request, for: $0) } ?? request
         let requestTime = Date()
-        return try await transfer.send(conditional, body: nil) { body, head in
-            // Judged by the request as it went out (credentials an interceptor or a
-            // challenge added count), filed under the URL that answered (a redirect's
-            // target is not the URL first asked for).
-            var sent = transfer.sentRequest.withLock { $0 } ?? request
-            sent.cachePolicy = request.cachePolicy
-            var key = request
-            key.url = head.url
-            if head.statusCode == 304, let stored {
-                // Not modified: the stored body, with the 304's fresh metadata.
-                await body.drain()
-                let freshened = stored.freshened(by: head, requestTime: requestTime, responseTime: Date())
-                if CacheRules.isStorable(head, for: sent) || CacheRules.isStorable(stored.response, for: sent),
-                    let accepted = await willCache(freshened)
-                {
-                    cache.store(accepted, for: key)
-                }
-                return try await deliverCached(freshened)
-            }
-            let outcome = try await consumeInMemory(body, head: head)
-            if case .data(let data) = outcome, CacheRules.isStorable(head, for: sent) {
-                let entry = CachedResponse(
-                    response: head,
-                    body: data,
-                    request: key,
-                    requestTime: requestTime,
-                    responseTime: Date()
-                )
-                if let accepted = await willCache(entry) { cache.store(accepted, for: key) }
-            } else if head.statusCode != 304, !CacheRules.isStorable(head, for: sent) {
-                // RFC 9111 §4.4: a response that cannot be stored invalidates nothing for a
-                // GET, but a stale entry it replaces must not answer again.
-                if stored != nil { cache.removeCachedResponse(for: request) }
-            }
-            return outcome
+        let response = try await transfer.open(conditional, body: nil)
+        let wire = response.request
+        return try await response.read { body, head in
+            try await take(
+                head,
+                body: body,
+                sentAs: wire,
+                for: request,
+                stored: stored,
+                cache: cache,
+                requestTime: requestTime
+            )
         }
+    }
+
+    /// Takes the network's answer to a cached `GET`: a `304` freshens the stored response,
+    /// another answer is delivered and stored when the rules allow.
+    private func take(
+        _ head: HTTPResponse,
+        body: ResponseBody,
+        sentAs wire: URLRequest,
+        for request: URLRequest,
+        stored: CachedResponse?,
+        cache: ResponseCache,
+        requestTime: Date
+    ) async throws -> TaskOutcome {
+        // Judged by the request as it went out (credentials an interceptor or a
+        // challenge added count), filed under the URL that answered (a redirect's
+        // target is not the URL first asked for).
+        var sent = wire
+        sent.cachePolicy = request.cachePolicy
+        var key = request
+        key.url = head.url
+        if head.statusCode == 304, let stored {
+            // Not modified: the stored body, with the 304's fresh metadata.
+            await body.drain()
+            let freshened = stored.freshened(by: head, requestTime: requestTime, responseTime: Date())
+            if CacheRules.isStorable(head, for: sent) || CacheRules.isStorable(stored.response, for: sent),
+                let accepted = await willCache(freshened)
+            {
+                cache.store(accepted, for: key)
+            }
+            return try await deliverCached(freshened)
+        }
+        let outcome = try await consumeInMemory(body, head: head)
+        if case .data(let data) = outcome, CacheRules.isStorable(head, for: sent) {
+            let entry = CachedResponse(
+                response: head,
+                body: data,
+                request: key,
+                requestTime: requestTime,
+                responseTime: Date()
+            )
+            if let accepted = await willCache(entry) { cache.store(accepted, for: key) }
+        } else if head.statusCode != 304, !CacheRules.isStorable(head, for: sent) {
+            // RFC 9111 §4.4: a response that cannot be stored invalidates nothing for a
+            // GET, but a stale entry it replaces must not answer again.
+            if stored != nil { cache.removeCachedResponse(for: request) }
+        }
+        return outcome
     }
 
     /// Hands a stored response to the task as if it had just arrived.

@@ -2,7 +2,9 @@ import Foundation
 
 /// Events a download owes its observers once: the response head, and where it continues.
 struct DownloadProgress {
-    private var announcedResponse = false
+    private var announcedResponse: Bool { response != nil }
+    /// The last response announced: the download's head when its body is in.
+    private(set) var response: HTTPResponse?
     /// The next response continues bytes already on disk: say where.
     private var offsetPending: Bool
 
@@ -13,7 +15,7 @@ struct DownloadProgress {
 
     mutating func announceResponse(_ head: HTTPResponse, task: SessionTask) {
         task.client.didReceive(response: head, announce: !announcedResponse)
-        announcedResponse = true
+        response = head
     }
 
     /// Publishes `resumedAtOffset` for the first response after a resume or a retry, and

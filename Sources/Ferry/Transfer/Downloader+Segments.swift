@@ -155,7 +155,7 @@ extension Downloader {
             }
             // A split download continued from resume data has no first response of its own:
             // the first segment's answer is the task's response.
-            if task.response == nil, run.takeFirstAnswer() { task.client.didReceive(response: head) }
+            if run.takeFirstAnswer(head) { task.client.didReceive(response: head) }
             return last + 1
         case 200:
             if offered == run.validator {
@@ -216,7 +216,9 @@ extension Downloader {
 /// Thread-safe: connections call it from their own Swift tasks.
 final class SegmentRun: Sendable {
     private struct State {
-        var answered = false
+        /// The response the download's head is: the first response's, or, continued from
+        /// resume data, the first segment's answer.
+        var answer: HTTPResponse?
         var plan: SegmentPlan
         /// Segments a connection is working on.
         var claimed: Set<Int64> = []
@@ -250,13 +252,18 @@ final class SegmentRun: Sendable {
         state.withLock { $0.claimed = [] }
     }
 
-    /// `true` for the first caller only: whose answer becomes the task's response.
-    func takeFirstAnswer() -> Bool {
+    /// Records `head` as the download's response if none is yet; whether it was (for the
+    /// first caller only: whose answer becomes the task's response).
+    func takeFirstAnswer(_ head: HTTPResponse) -> Bool {
         state.withLock { state in
-            defer { state.answered = true }
-            return !state.answered
+            guard state.answer == nil else { return false }
+            state.answer = head
+            return true
         }
     }
+
+    /// The download's response: the first response's head, or the first segment's answer.
+    var answer: HTTPResponse? { state.withLock { $0.answer } }
 
     /// Marks the segment starting at `start` as served by the first response.
     func claimFirst(_ start: Int64) {

@@ -122,30 +122,37 @@ extension Downloader {
                         try checkpoint(file, request: request, planner: machine.planner).invalidate()
                         try file.truncate(to: 0)
                     }
+                    let response: FinalResponse
                     do {
-                        action = try await transfer.send(Self.request(request, for: plan), body: nil) { body, head in
-                            // Later requests go straight to where the resource was found (its
-                            // identity is its validator and length, not its URL), carrying what a
-                            // redirect carries there: at another origin, none of the credentials
-                            // that were given for the first one.
-                            request = RedirectPlan.request(task.originalRequest, pointedAt: head.url)
-                            if nameClaim == nil, head.isSuccess, case .destination(let destination) = delivery {
-                                nameClaim = try Self.claimChosenName(destination, file: file, head: head)
-                            }
-                            return try await handle(
-                                head,
-                                body: body,
-                                plan: plan,
-                                machine: &machine,
-                                file: file,
-                                progress: &progress,
-                                request: request,
-                                segments: &segments
-                            )
+                        response = try await transfer.open(Self.request(request, for: plan), body: nil)
+                    } catch {
+                        action = reaction(to: error, of: &machine, bytesOnDisk: file.length)
+                        continue loop
+                    }
+                    // Later requests go straight to where the resource was found (its identity
+                    // is its validator and length, not its URL), carrying what a redirect
+                    // carries there: at another origin, none of the credentials that were
+                    // given for the first one.
+                    request = RedirectPlan.request(task.originalRequest, pointedAt: response.head.url)
+                    do {
+                        if nameClaim == nil, response.head.isSuccess, case .destination(let destination) = delivery {
+                            nameClaim = try Self.claimChosenName(destination, file: file, head: response.head)
                         }
+                        action = try await handle(
+                            response.head,
+                            body: response.body,
+                            plan: plan,
+                            machine: &machine,
+                            file: file,
+                            progress: &progress,
+                            request: request,
+                            segments: &segments
+                        )
+                        response.close()
                     } catch {
                         // Also when the first response's body was being split and a segment
                         // found the file changed, or a range ignored.
+                        response.close(failure: transfer.ferryError(from: error))
                         action = reaction(to: error, of: &machine, bytesOnDisk: file.length)
                     }
                 case .wait(let attempt, let delay, let error):
@@ -204,7 +211,9 @@ extension Downloader {
                 planner: machine.planner
             )
         }
-        guard let head = task.response else {
+        // The last response announced (after a restart, the one that wrote the bytes), or a
+        // split download's continued from resume data, which only its segments answered.
+        guard let head = progress.response ?? segments?.answer else {
             file.discard()
             throw FerryError(.badServerResponse, "The download completed without a response.")
         }
@@ -354,6 +363,7 @@ extension Downloader {
                     request: request,
                     planner: machine.planner
                 )
+                _ = run.takeFirstAnswer(head)
                 segments = run
                 machine.splitStarted()
                 try await fetchSegments(run, request: request, first: (start: 0, body: body))

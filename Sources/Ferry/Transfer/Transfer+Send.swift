@@ -16,22 +16,25 @@ import FoundationNetworking
 extension Transfer {
     // MARK: Sending, with redirects
 
-    /// Sends `request`, following redirects, and hands the final response to `consume`
-    /// while its connection slot is held. Each hop waits for its origin's slot, held through
-    /// `lease` (the transfer's own unless a segment of a split download brings its own).
+    /// Sends `request`, following redirects, answering challenges and letting the
+    /// interceptor retry, and returns the final response with its body still to be read on
+    /// the connection. Each hop waits for its origin's slot, held through `lease` (the
+    /// transfer's own unless a segment of a split download brings its own); the slot stays
+    /// held after the return, while the caller reads the body.
     ///
-    /// The ``RequestLoop`` decides every next step; this performs its actions.
+    /// The ``RequestLoop`` decides every next step; this performs its actions. The caller
+    /// reads the body and feeds what it finds to its own machine, then closes the response
+    /// (``FinalResponse/close(failure:)``): nothing here calls back into it.
     ///
     /// - Parameter offset: where `body` starts in what the task sends (a resumable upload's
     ///   append continues the upload there): when the loop sends the body again, the task's
     ///   count of bytes sent starts again from it.
-    func send<Result: Sendable>(
+    func open(
         _ request: URLRequest,
         body: RequestBody?,
         sentFrom offset: Int64 = 0,
-        lease: HostLimiter.Lease? = nil,
-        consume: (ResponseBody, HTTPResponse) async throws -> Result
-    ) async throws -> Result {
+        lease: HostLimiter.Lease? = nil
+    ) async throws -> FinalResponse {
         let lease = lease ?? self.lease
         let interceptor = configuration.interceptor
         var loop = RequestLoop(
@@ -43,13 +46,17 @@ extension Transfer {
             limits: RequestLoop.Limits(redirects: configuration.maximumRedirects)
         )
         var action = loop.start()
+        // The last hop as it went out: an error response the interceptor declined is
+        // delivered after its hop.
+        var sent = loop.current.request
         while true {
             switch action {
             case .send(let hop):
                 if hop.isRepeat, hop.body != nil { origin.client.resetSentBytes(to: offset) }
                 announceRedirect(of: hop)
-                switch try await send(hop, of: loop, lease: lease, consume: consume) {
-                case .final(let result): return result
+                let outcome = try await send(hop, of: loop, lease: lease, sent: &sent)
+                switch consume outcome {
+                case .final(let response): return response
                 case .event(let event): action = loop.next(after: event)
                 }
             case .answerProxy(let challenge, let failures):
@@ -66,11 +73,25 @@ extension Transfer {
                 let adapted = try await prepareRetry(decision) ? try await adapt(request, with: interceptor) : nil
                 action = loop.next(after: .interceptorDecided(adapted))
             case .deliver(let head, let buffered):
-                return try await consume(ResponseBody(buffered: buffered), head)
+                // Its hop ended as its body was buffered for the interceptor.
+                return FinalResponse(head: head, body: ResponseBody(buffered: buffered), request: sent, ending: nil)
             case .fail(let error):
                 throw error
             }
         }
+    }
+
+    /// ``open(_:body:sentFrom:lease:)``, then `consume` with the response's body and head
+    /// (``FinalResponse/read(_:)``): for the drivers that have no machine of their own to
+    /// feed.
+    func send<Result: Sendable>(
+        _ request: URLRequest,
+        body: RequestBody?,
+        sentFrom offset: Int64 = 0,
+        lease: HostLimiter.Lease? = nil,
+        consume: (ResponseBody, HTTPResponse) async throws -> Result
+    ) async throws -> Result {
+        try await open(request, body: body, sentFrom: offset, lease: lease).read(consume)
     }
 
     /// `hop`'s request as it goes out: with the cookie store's `Cookie` field for `url`
@@ -86,93 +107,90 @@ extension Transfer {
         return request
     }
 
-    /// Sends one hop while holding its origin's slot, records its metrics, and says what
-    /// came of it; a failure is an event, not an error, so the loop can judge it.
-    private func send<Result: Sendable>(
+    /// Sends one hop while holding its origin's slot and says what came of it: the final
+    /// response, its hop's metrics still open, or an event for the loop (a failure is an
+    /// event, not an error, so the loop can judge it), its hop's metrics recorded.
+    private func send(
         _ hop: RequestLoop.Hop,
         of loop: RequestLoop,
         lease: HostLimiter.Lease,
-        consume: (ResponseBody, HTTPResponse) async throws -> Result
-    ) async throws -> HopOutcome<Result> {
+        sent: inout URLRequest
+    ) async throws -> HopOutcome {
         try await origin.client.waitWhilePaused()
         guard let url = hop.request.url else { throw FerryError(.invalidURL, "The request has no URL.") }
         var currentRequest = outgoingRequest(of: hop, in: loop, to: url)
-        let spanned = telemetry?.startRequest(&currentRequest, reason: hop.reason)
-        var responded = false
-        var failure: FerryError?
-        var transaction = TransactionMetrics(
-            request: currentRequest,
-            reason: hop.reason,
-            fetchStartDate: Date(),
-            countOfRequestBodyBytesSent: 0,
-            countOfResponseBodyBytesReceived: 0
+        let span = telemetry?.startRequest(&currentRequest, reason: hop.reason)
+        var ending = HopEnding(
+            transfer: self,
+            transaction: TransactionMetrics(
+                request: currentRequest,
+                reason: hop.reason,
+                fetchStartDate: Date(),
+                countOfRequestBodyBytesSent: 0,
+                countOfResponseBodyBytesReceived: 0
+            ),
+            span: span,
+            sendsBody: hop.body != nil
         )
-        defer {
-            transaction.responseEndDate = Date()
-            transaction.countOfRequestBodyBytesSent = hop.body == nil ? 0 : origin.countOfBytesSent
-            origin.client.record(transaction)
-            if let spanned { telemetry?.endRequest(spanned, transaction: transaction, failure: failure) }
-        }
+        let destination = Origin(url)
+        let response: Engine.Exchange
         do {
-            let destination = Origin(url)
-            return try await lease.holding(destination) {
-                origin.client.touch()
-                transaction.requestStartDate = Date()
-                sentRequest.withLock { $0 = currentRequest }
-                logger.logHead(of: currentRequest)
-                let response = try await exchange(
-                    currentRequest,
-                    body: hop.body,
-                    connection: lease.connection,
-                    origin: destination
-                )
-                responded = true
-                transaction.responseStartDate = Date()
-                transaction.requestEndDate = response.stream.requestSentAt ?? transaction.responseStartDate
-                transaction.networkProtocolName = response.head.version.major >= 2 ? "h2" : "http/1.1"
-                if let connection = response.connection { transaction.record(connection) }
-                defer {
-                    response.body.abandon()
-                    transaction.countOfResponseBodyBytesReceived = response.body.bytesRead
-                }
-                origin.client.touch()
-                let head = HTTPResponse(url: url, head: response.head)
-                logger.logHead(of: head)
-                try head.checkHeadLimits(configuration)
-                configuration.cookieStore?.store(setCookieFields: head.headers.values(for: "Set-Cookie"), from: url)
-                transaction.response = head
-                var sent = hop
-                sent.request = currentRequest
-                return try await outcome(of: head, body: response.body, for: sent, of: loop, consume: consume)
-            }
+            try await lease.hold(destination)
+            origin.client.touch()
+            ending.transaction.requestStartDate = Date()
+            sent = currentRequest
+            logger.logHead(of: currentRequest)
+            response = try await exchange(
+                currentRequest,
+                body: hop.body,
+                connection: lease.connection,
+                origin: destination
+            )
         } catch {
             let typed = ferryError(from: error)
-            failure = typed
-            return .event(.failed(error, typed, responded: responded, cancelled: Task.isCancelled))
+            ending.end(bodyBytesReceived: 0, failure: typed)
+            return .event(.failed(error, typed, responded: false, cancelled: Task.isCancelled))
         }
-    }
-
-    /// What one response means for the request: send it again with credentials, follow a
-    /// redirect, let the interceptor judge an error status, or hand it to `consume`.
-    private func outcome<Result: Sendable>(
-        of head: HTTPResponse,
-        body: ResponseBody,
-        for hop: RequestLoop.Hop,
-        of loop: RequestLoop,
-        consume: (ResponseBody, HTTPResponse) async throws -> Result
-    ) async throws -> HopOutcome<Result> {
-        if let followUp = try await followUp(after: head, of: hop, in: loop) {
-            await body.drain()
-            return .event(.followUp(followUp))
+        origin.client.touch()
+        let head = HTTPResponse(url: url, head: response.head)
+        ending.transaction.responseStartDate = Date()
+        ending.transaction.requestEndDate = response.stream.requestSentAt ?? ending.transaction.responseStartDate
+        ending.transaction.networkProtocolName = response.head.version.major >= 2 ? "h2" : "http/1.1"
+        if let connection = response.connection { ending.transaction.record(connection) }
+        logger.logHead(of: head)
+        do {
+            try head.checkHeadLimits(configuration)
+        } catch {
+            // A head refused by its size is no response: its metrics record none.
+            let typed = ferryError(from: error)
+            response.body.abandon()
+            ending.end(bodyBytesReceived: response.body.bytesRead, failure: typed)
+            return .event(.failed(error, typed, responded: true, cancelled: Task.isCancelled))
         }
-        // The interceptor is asked without the connection slot (a token refresh may need a
-        // connection to this very host), so the body is read first.
-        if loop.asksInterceptor(aboutStatus: head.statusCode) {
-            return .event(
-                .errorStatus(head, try await body.buffered(limit: configuration.maximumInMemoryBodySize, of: head))
-            )
+        configuration.cookieStore?.store(setCookieFields: head.headers.values(for: "Set-Cookie"), from: url)
+        ending.transaction.response = head
+        let final = FinalResponse(head: head, body: response.body, request: currentRequest, ending: ending)
+        do {
+            var answered = hop
+            answered.request = currentRequest
+            if let followUp = try await followUp(after: head, of: answered, in: loop) {
+                await final.body.drain()
+                final.close()
+                return .event(.followUp(followUp))
+            }
+            // The interceptor is asked without the connection slot (a token refresh may need
+            // a connection to this very host), so the body is read first.
+            if loop.asksInterceptor(aboutStatus: head.statusCode) {
+                let buffered = try await final.body.buffered(limit: configuration.maximumInMemoryBodySize, of: head)
+                final.close()
+                return .event(.errorStatus(head, buffered))
+            }
+            return .final(final)
+        } catch {
+            let typed = ferryError(from: error)
+            final.close(failure: typed)
+            return .event(.failed(error, typed, responded: true, cancelled: Task.isCancelled))
         }
-        return .final(try await consume(body, head))
     }
 
     /// Whether `head` sends `hop` on: again with credentials (a `401` the session can
@@ -250,8 +268,8 @@ extension HTTPResponse {
     }
 }
 
-/// What one hop came to: the consumer's result, or an event for the request loop.
-enum HopOutcome<Result: Sendable>: Sendable {
-    case final(Result)
+/// What one hop came to: the final response, or an event for the request loop.
+enum HopOutcome: ~Copyable {
+    case final(FinalResponse)
     case event(RequestLoop.Event)
 }

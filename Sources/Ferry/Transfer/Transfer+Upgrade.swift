@@ -174,7 +174,6 @@ extension Upgrader {
             if let record = connection.record { transaction.record(record) }
             origin.client.touch()
             transaction.requestStartDate = Date()
-            transfer.sentRequest.withLock { $0 = request }
             transfer.logger.logHead(of: request)
             let length = body?.length
             try await connection.write(

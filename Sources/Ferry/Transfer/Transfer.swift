@@ -28,9 +28,6 @@ final class Transfer: TimeoutChecking {
     /// Why the transfer was stopped from inside (a timeout), which wins over the
     /// `CancellationError` the stop causes.
     let stopReason = Mutex<FerryError?>(nil)
-    /// The request of the hop being answered, as it went out (with the credentials and
-    /// cookies `send` added): what the cache judges a response by.
-    let sentRequest = Mutex<URLRequest?>(nil)
 
     /// ``SessionConfiguration/logger``, with the task's identifier.
     let logger: Logger

@@ -266,30 +266,42 @@ struct Uploader: TransferPart {
             )
         }
         let transfer = self.transfer
-        do {
-            return try await transfer.send(request, body: counted, sentFrom: offset) { responseBody, head in
-                let location = head.headers["Location"].flatMap { URL(string: $0, relativeTo: head.url)?.absoluteURL }
-                let answer = ResumableUploadStateMachine.Answer(
-                    status: head.statusCode,
-                    fields: UploadFields(head.headers),
-                    location: location
-                )
-                let next = machine.answered(answer, sentUpTo: offset + handed.furthest.load(ordering: .relaxed))
-                guard case .deliver = next else {
-                    await responseBody.drain()
-                    return .next(next)
-                }
-                return .finished(try await DataLoad(transfer: transfer).consumeInMemory(responseBody, head: head))
-            }
-        } catch {
+        /// A failure of the exchange, as the machine takes it (a cancellation ends the upload).
+        func failed(_ error: any Error) throws -> Reply {
             let failure = transfer.ferryError(from: error)
+            let sent = offset + handed.furthest.load(ordering: .relaxed)
             if Task.isCancelled || failure.reason == .cancelled {
-                machine.handed(upTo: offset + handed.furthest.load(ordering: .relaxed))
+                machine.handed(upTo: sent)
                 throw error
             }
-            return .next(
-                machine.failed(failure, sentUpTo: offset + handed.furthest.load(ordering: .relaxed), cancelled: false)
-            )
+            return .next(machine.failed(failure, sentUpTo: sent, cancelled: false))
+        }
+        let response: FinalResponse
+        do {
+            response = try await transfer.open(request, body: counted, sentFrom: offset)
+        } catch {
+            return try failed(error)
+        }
+        let head = response.head
+        let location = head.headers["Location"].flatMap { URL(string: $0, relativeTo: head.url)?.absoluteURL }
+        let answer = ResumableUploadStateMachine.Answer(
+            status: head.statusCode,
+            fields: UploadFields(head.headers),
+            location: location
+        )
+        let next = machine.answered(answer, sentUpTo: offset + handed.furthest.load(ordering: .relaxed))
+        guard case .deliver = next else {
+            await response.body.drain()
+            response.close()
+            return .next(next)
+        }
+        do {
+            let delivered = try await DataLoad(transfer: transfer).consumeInMemory(response.body, head: head)
+            response.close()
+            return .finished(delivered)
+        } catch {
+            response.close(failure: transfer.ferryError(from: error))
+            return try failed(error)
         }
     }
 
