@@ -37,9 +37,7 @@ extension Downloader {
                 }
                 guard case .retry(let attempt, let delay) = retry.decide(after: failure, cancelled: Task.isCancelled)
                 else { throw failure }
-                try await transfer.waitBeforeRetry(.seconds(delay)) {
-                    task.client.publish(.willRetry(attempt: attempt, delay: delay, error: failure))
-                }
+                try await transfer.waitToRetry(attempt: attempt, delay: delay, after: failure)
             }
         }
         guard task.client.transferWillFinish() else { throw CancellationError() }

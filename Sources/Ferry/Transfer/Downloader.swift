@@ -156,12 +156,7 @@ extension Downloader {
                         action = reaction(to: error, of: &machine, bytesOnDisk: file.length)
                     }
                 case .wait(let attempt, let delay, let error):
-                    logger.debug(
-                        "retrying",
-                        metadata: ["attempt": "\(attempt)", "delay": "\(delay)", "error": "\(error)"]
-                    )
-                    try await transfer.waitBeforeRetry(.seconds(delay)) {
-                        task.client.publish(.willRetry(attempt: attempt, delay: delay, error: error))
+                    try await transfer.waitToRetry(attempt: attempt, delay: delay, after: error) {
                         if let run = segments {
                             try? run.checkpoint(force: true)
                         } else {

@@ -47,4 +47,21 @@ extension Transfer {
         announcing()
         try await Task.sleep(for: delay)
     }
+
+    /// Waits out a retry the retry policy granted (a ``RetryBudget`` decision, in the
+    /// download's, the in-order download's and the upload's machines alike): logs it,
+    /// publishes `willRetry`, runs `alongside` (a checkpoint of what is on disk), and sleeps
+    /// `delay` seconds as ``waitBeforeRetry(_:announcing:)`` does.
+    func waitToRetry(
+        attempt: Int,
+        delay: TimeInterval,
+        after error: FerryError,
+        alongside: () -> Void = {}
+    ) async throws {
+        logger.debug("retrying", metadata: ["attempt": "\(attempt)", "delay": "\(delay)", "error": "\(error)"])
+        try await waitBeforeRetry(.seconds(delay)) {
+            origin.client.publish(.willRetry(attempt: attempt, delay: delay, error: error))
+            alongside()
+        }
+    }
 }

@@ -126,13 +126,7 @@ struct Uploader: TransferPart {
                     }
                     reply = try await exchange(patch, body: part, sentFrom: offset, machine: &machine)
                 case .wait(let attempt, let delay, let error):
-                    logger.debug(
-                        "upload retrying",
-                        metadata: ["attempt": "\(attempt)", "delay": "\(delay)", "error": "\(error)"]
-                    )
-                    try await transfer.waitBeforeRetry(.seconds(delay)) {
-                        task.client.publish(.willRetry(attempt: attempt, delay: delay, error: error))
-                    }
+                    try await transfer.waitToRetry(attempt: attempt, delay: delay, after: error)
                     reply = .next(machine.waited())
                 case .cancel(let resource, let version, let error):
                     await discard(ask(resource, "DELETE", version))
