@@ -19,10 +19,19 @@ import FoundationNetworking
 extension Downloader {
     /// A file changed between segments, or the server ignored a range: the segments cannot
     /// be put together, and the download starts over (with one connection when ranges are
-    /// ignored).
-    struct SegmentsAbandoned: Error {
+    /// ignored). An answer for the machine (``DownloadStateMachine/segmentsAbandoned(reason:rangesIgnored:)``),
+    /// returned, not thrown: only failures are errors.
+    struct SegmentsAbandoned: Equatable {
         let reason: String
         let rangesIgnored: Bool
+    }
+
+    /// What a segment's answer allows.
+    private enum SegmentAnswer {
+        /// Write its body up to this end (exclusive), the end of the bytes its `206` promises.
+        case promises(end: Int64)
+        /// Stop every segment: the pieces cannot be put together.
+        case abandon(SegmentsAbandoned)
     }
 
     /// A split download's run over `file`, recording its plan in checkpoints.
@@ -44,9 +53,9 @@ extension Downloader {
 
     /// Fetches every unfinished segment of `run` over up to ``TransferOptions/connections``
     /// connections; `first` is the segment the first response's body already serves. Returns
-    /// once every byte is written; throws ``SegmentsAbandoned`` when the pieces cannot be put
-    /// together, or the first connection's failure (the others are cancelled, the plan keeps
-    /// what each wrote).
+    /// `nil` once every byte is written, or why the pieces cannot be put together (the other
+    /// connections are cancelled); throws the first connection's failure (the others are
+    /// cancelled, the plan keeps what each wrote).
     ///
     /// The transfer's own slot in the per-host limit always serves one connection, so the
     /// download moves whatever the limit and however it started (a first response, or resume
@@ -57,12 +66,13 @@ extension Downloader {
         _ run: SegmentRun,
         request: URLRequest,
         first: (start: Int64, body: ResponseBody)?
-    ) async throws {
+    ) async throws -> SegmentsAbandoned? {
         let connections = options.connections
         // A new round: segments a failed round's connections worked on are free again.
         run.releaseClaims()
         if let first { run.claimFirst(first.start) }
-        try await withThrowingTaskGroup(of: Void.self) { group in
+        let abandoned = try await withThrowingTaskGroup(of: SegmentsAbandoned?.self) {
+            group -> SegmentsAbandoned? in
             group.addTask {
                 try await self.segmentWorker(run, request: request, first: first, lease: self.transfer.lease)
             }
@@ -77,31 +87,46 @@ extension Downloader {
                         [task = self.task] in task.client.setQueued($0)
                     }
                     defer { lease.release() }
-                    try await self.segmentWorker(run, request: request, first: nil, lease: lease, slotFirst: true)
+                    return try await self.segmentWorker(
+                        run,
+                        request: request,
+                        first: nil,
+                        lease: lease,
+                        slotFirst: true
+                    )
                 }
             }
-            for try await _ in group where run.plan.isComplete {
-                group.cancelAll()
+            for try await ended in group {
+                if let ended {
+                    // The others' cancellations are awaited, and not failures.
+                    group.cancelAll()
+                    return ended
+                }
+                if run.plan.isComplete { group.cancelAll() }
             }
+            return nil
         }
+        if let abandoned { return abandoned }
         try run.checkpoint(force: true)
         // Every connection stopped; only a plan with every byte written is a finished file.
         guard run.plan.isComplete else {
             throw FerryError(.network, "The connections ended before every segment was complete.")
         }
+        return nil
     }
 
     /// One connection's work: its first segment, then any unclaimed one, then half of the
     /// largest one left, until nothing is left to split. With `slotFirst`, it waits for a
     /// slot before it takes a segment. Once every byte is written, an error (the
-    /// cancellation of a connection no longer needed) is no failure.
+    /// cancellation of a connection no longer needed) is no failure. Returns why the segments
+    /// were abandoned, if an answer said so.
     private func segmentWorker(
         _ run: SegmentRun,
         request: URLRequest,
         first: (start: Int64, body: ResponseBody)?,
         lease: HostLimiter.Lease,
         slotFirst: Bool = false
-    ) async throws {
+    ) async throws -> SegmentsAbandoned? {
         do {
             if slotFirst, let url = request.url { try await lease.hold(Origin(url)) }
             if let first {
@@ -114,27 +139,36 @@ extension Downloader {
                 while let (next, end) = run.position(of: start), next < end {
                     var attempt = Self.request(request, for: .range(from: next, ifRange: run.validator.headerValue))
                     attempt.setValue("bytes=\(next)-\(end - 1)", forHTTPHeaderField: "Range")
-                    try await transfer.send(attempt, body: nil, lease: lease) { body, head in
-                        let promisedEnd = try await self.check(head, body: body, asked: next, of: run)
-                        try await self.writeSegment(start, of: run, from: body, promisedEnd: promisedEnd)
+                    let abandoned = try await transfer.send(attempt, body: nil, lease: lease) {
+                        body,
+                        head -> SegmentsAbandoned? in
+                        switch try await self.check(head, body: body, asked: next, of: run) {
+                        case .abandon(let abandoned):
+                            return abandoned
+                        case .promises(let promisedEnd):
+                            try await self.writeSegment(start, of: run, from: body, promisedEnd: promisedEnd)
+                            return nil
+                        }
                     }
+                    if let abandoned { return abandoned }
                 }
             }
         } catch  where run.plan.isComplete {
-            return
+            return nil
         }
+        return nil
     }
 
     /// A segment's `206` must continue exactly where it was asked to, of the same length
     /// and validator; a `200` means the file changed (`If-Range` failed) or ranges are
-    /// ignored; any other status is the download's error. Returns the end (exclusive) of the
-    /// bytes the `206` promises.
+    /// ignored; any other status is the download's error (thrown). Returns the end
+    /// (exclusive) of the bytes the `206` promises, or why the segments are abandoned.
     private func check(
         _ head: HTTPResponse,
         body: ResponseBody,
         asked next: Int64,
         of run: SegmentRun
-    ) async throws -> Int64 {
+    ) async throws -> SegmentAnswer {
         let offered = Validator(response: head)
         switch head.statusCode {
         case 206:
@@ -142,34 +176,34 @@ extension Downloader {
                 case .satisfied(let first, let last, let complete)? = ContentRange(field),
                 first == next
             else {
-                throw SegmentsAbandoned(
-                    reason: "a segment's 206 does not start at byte \(next)",
-                    rangesIgnored: true
+                return .abandon(
+                    SegmentsAbandoned(reason: "a segment's 206 does not start at byte \(next)", rangesIgnored: true)
                 )
             }
             if complete != run.length || (offered != nil && offered != run.validator) {
-                throw SegmentsAbandoned(
-                    reason: "the file changed while its segments were fetched",
-                    rangesIgnored: false
-                )
+                return .abandon(Self.changed("the file changed while its segments were fetched"))
             }
             // A split download continued from resume data has no first response of its own:
             // the first segment's answer is the task's response.
             if run.takeFirstAnswer(head) { task.client.didReceive(response: head) }
-            return last + 1
+            return .promises(end: last + 1)
         case 200:
             if offered == run.validator {
-                throw SegmentsAbandoned(reason: "the server answered a range with the whole file", rangesIgnored: true)
+                return .abandon(
+                    SegmentsAbandoned(reason: "the server answered a range with the whole file", rangesIgnored: true)
+                )
             }
-            throw SegmentsAbandoned(reason: "the file changed while its segments were fetched", rangesIgnored: false)
+            return .abandon(Self.changed("the file changed while its segments were fetched"))
         case 416:
-            throw SegmentsAbandoned(
-                reason: "the file changed (a segment's range is past its end)",
-                rangesIgnored: false
-            )
+            return .abandon(Self.changed("the file changed (a segment's range is past its end)"))
         default:
             throw await FerryError.unacceptableStatus(head, body: body)
         }
+    }
+
+    /// The segments abandoned because the file is not the one they were cut from.
+    private static func changed(_ reason: String) -> SegmentsAbandoned {
+        SegmentsAbandoned(reason: reason, rangesIgnored: false)
     }
 
     /// Writes the body into the segment starting at `start`, from its `next` up to its end

@@ -111,8 +111,8 @@ extension Downloader {
                         throw FerryError(.badServerResponse, "A split download lost its segments.")
                     }
                     do {
-                        try await fetchSegments(run, request: request, first: nil)
-                        action = machine.segmentsCompleted()
+                        let abandoned = try await fetchSegments(run, request: request, first: nil)
+                        action = Self.segmentsEnded(abandoned, machine: &machine)
                     } catch {
                         action = reaction(to: error, of: &machine, bytesOnDisk: file.length)
                     }
@@ -150,8 +150,6 @@ extension Downloader {
                         )
                         response.close()
                     } catch {
-                        // Also when the first response's body was being split and a segment
-                        // found the file changed, or a range ignored.
                         response.close(failure: transfer.ferryError(from: error))
                         action = reaction(to: error, of: &machine, bytesOnDisk: file.length)
                     }
@@ -235,17 +233,24 @@ extension Downloader {
         return try await Transfer.deliver(delivered.url, head: head, task: task, delivery: delivery, source: delivered)
     }
 
-    /// What the machine says after a request, its body or a split's segments failed:
-    /// segments that cannot be put together start over; anything else is retried or final.
+    /// What the machine says after a request, its body or a split's segments failed: a
+    /// retry (resuming from the bytes on disk) or the end.
     private func reaction(
         to error: any Error,
         of machine: inout DownloadStateMachine,
         bytesOnDisk: Int64
     ) -> DownloadStateMachine.Action {
-        if let abandoned = error as? SegmentsAbandoned {
-            return machine.segmentsAbandoned(reason: abandoned.reason, rangesIgnored: abandoned.rangesIgnored)
-        }
-        return machine.failed(transfer.ferryError(from: error), bytesOnDisk: bytesOnDisk, cancelled: Task.isCancelled)
+        machine.failed(transfer.ferryError(from: error), bytesOnDisk: bytesOnDisk, cancelled: Task.isCancelled)
+    }
+
+    /// The machine's answer to segments that ended: all written (`abandoned` is `nil`), or
+    /// abandoned, to start over.
+    private static func segmentsEnded(
+        _ abandoned: SegmentsAbandoned?,
+        machine: inout DownloadStateMachine
+    ) -> DownloadStateMachine.Action {
+        guard let abandoned else { return machine.segmentsCompleted() }
+        return machine.segmentsAbandoned(reason: abandoned.reason, rangesIgnored: abandoned.rangesIgnored)
     }
 
     /// With ``SessionConfiguration/automaticDecompression``, the decoded body of a complete
@@ -361,8 +366,8 @@ extension Downloader {
                 _ = run.takeFirstAnswer(head)
                 segments = run
                 machine.splitStarted()
-                try await fetchSegments(run, request: request, first: (start: 0, body: body))
-                return machine.segmentsCompleted()
+                let abandoned = try await fetchSegments(run, request: request, first: (start: 0, body: body))
+                return Self.segmentsEnded(abandoned, machine: &machine)
             }
             var writer = BodyWriter(
                 file: file,
