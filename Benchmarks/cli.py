@@ -22,6 +22,9 @@ Scenarios:
                  written back (`sync`) before each run; fsync calls counted with strace.
   14 mod_http2   256 MiB over HTTPS from Apache httpd's mod_http2: ferry get vs
                  curl --http2 (skipped when apache2 is not installed).
+  15 allocations heap allocations per file of `ferry get -i LIST -Z` and of curl -Z, counted
+                 by a preloaded shim (Benchmarks/malloc-count/count.c): (count at 1,000 files
+                 - count at 1) / 999.
 """
 import hashlib
 import os
@@ -36,7 +39,7 @@ from loopback import free_port, sha256, wait_for
 
 bin_dir, runs = sys.argv[1], int(sys.argv[2])
 # FERRY_CLI_SCENARIOS=13,14 runs only those (default: all four).
-only = set(os.environ.get("FERRY_CLI_SCENARIOS", "11,12,13,14").split(","))
+only = set(os.environ.get("FERRY_CLI_SCENARIOS", "11,12,13,14,15").split(","))
 ferry = os.path.abspath(os.path.join(bin_dir, "ferry"))
 work = tempfile.mkdtemp(prefix="ferry-cli-bench.", dir="/dev/shm")
 disk = sys.argv[3] if len(sys.argv) > 3 else os.path.abspath(".build/cli-bench-disk")
@@ -233,6 +236,51 @@ if "12" in only:
                     f"{rss[50_000]:.1f} MiB", rss[50_000] <= limit))
     shutil.rmtree(os.path.join(root, "s"))
     shutil.rmtree(os.path.join(root, "m"))
+
+
+# 15. Heap allocations per file, counted by a preloaded shim.
+if "15" in only:
+    shim = os.path.join(work, "count.so")
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", shim,
+                    os.path.join(os.path.dirname(os.path.abspath(__file__)), "malloc-count", "count.c")], check=True)
+    os.makedirs(os.path.join(root, "a"))
+    for i in range(1000):
+        with open(os.path.join(root, "a", str(i)), "wb") as f:
+            f.write(b"x" * 1024)
+    server = Nginx("allocations", root)
+    here = os.path.join(work, "out")
+    counts = {}
+    for count in (1, 1000):
+        urls = [f"http://127.0.0.1:{server.port}/a/{i}" for i in range(count)]
+        plain, config = os.path.join(work, f"alist{count}"), os.path.join(work, f"acurl{count}")
+        with open(plain, "w") as f:
+            f.write("\n".join(urls) + "\n")
+        with open(config, "w") as f:
+            f.write("".join(f'url = "{u}"\n' for u in urls))
+        for name, command in (("ferry get -i -Z", [ferry, "get", "-q", "-i", plain, "-Z", "--parallel-max", "16"]),
+                              ("curl -Z -K", ["curl", "-sS", "-Z", "--parallel-max", "16", "--remote-name-all",
+                                              "-K", config])):
+            samples = []
+            for _ in range(runs):
+                empty(here)
+                out = os.path.join(work, "mallocs")
+                if os.path.exists(out):
+                    os.remove(out)
+                subprocess.run(command, cwd=here, check=True, stdout=subprocess.DEVNULL,
+                               env=dict(os.environ, LD_PRELOAD=shim, MALLOC_COUNT_OUT=out))
+                samples.append(sum(int(line) for line in open(out)))
+            counts[(name, count)] = statistics.median(samples)
+    server.stop()
+    print("\n## 15. Heap allocations per file\n\n"
+          "`malloc`, `calloc`, `realloc` and the aligned forms, counted by a preloaded shim "
+          "(`Benchmarks/malloc-count/count.c`) over the whole command, 1 KiB files from nginx; medians of "
+          f"{runs} runs. Per file: (count at 1,000 files − count at 1) ÷ 999.\n")
+    print("| client | allocations, 1 file | allocations, 1,000 files | per file |")
+    print("|---|---|---|---|")
+    for name in ("ferry get -i -Z", "curl -Z -K"):
+        one, many = counts[(name, 1)], counts[(name, 1000)]
+        print(f"| {name} | {one:,.0f} | {many:,.0f} | {(many - one) / 999:,.0f} |")
+    shutil.rmtree(os.path.join(root, "a"))
 
 
 # The 1 GiB file of 13, whose first 256 MiB 14 serves.
