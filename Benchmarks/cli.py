@@ -140,6 +140,16 @@ def alternate(commands, check, before=None):
     return rows, {name: "/".join(map(str, sorted(c))) or "—" for name, c in opened.items()}
 
 
+def url_lists(name, urls):
+    """The same URLs as a list for `ferry get -i` and aria2c, and as a config for curl -K."""
+    plain, config = os.path.join(work, f"list{name}"), os.path.join(work, f"curl{name}")
+    with open(plain, "w") as f:
+        f.write("\n".join(urls) + "\n")
+    with open(config, "w") as f:
+        f.write("".join(f'url = "{u}"\n' for u in urls))
+    return plain, config
+
+
 def identical_files(directory, count, expected):
     names = os.listdir(directory)
     return len(names) == count and all(sha256(os.path.join(directory, n)) == expected for n in names)
@@ -203,11 +213,7 @@ if "12" in only:
     rss = {}
     for count in (1_000, 10_000, 50_000):
         urls = [f"http://127.0.0.1:{server.port}/s/{i}" for i in range(count)]
-        plain, config = os.path.join(work, f"list{count}"), os.path.join(work, f"curl{count}")
-        with open(plain, "w") as f:
-            f.write("\n".join(urls) + "\n")
-        with open(config, "w") as f:
-            f.write("".join(f'url = "{u}"\n' for u in urls))
+        plain, config = url_lists(f"{count}", urls)
         here = os.path.join(work, "out")
         commands = {
             "ferry get -i -Z": ([ferry, "get", "-q", "-i", plain, "-Z", "--parallel-max", "16"], here, server),
@@ -252,11 +258,7 @@ if "15" in only:
     counts = {}
     for count in (1, 1000):
         urls = [f"http://127.0.0.1:{server.port}/a/{i}" for i in range(count)]
-        plain, config = os.path.join(work, f"alist{count}"), os.path.join(work, f"acurl{count}")
-        with open(plain, "w") as f:
-            f.write("\n".join(urls) + "\n")
-        with open(config, "w") as f:
-            f.write("".join(f'url = "{u}"\n' for u in urls))
+        plain, config = url_lists(f"a{count}", urls)
         for name, command in (("ferry get -i -Z", [ferry, "get", "-q", "-i", plain, "-Z", "--parallel-max", "16"]),
                               ("curl -Z -K", ["curl", "-sS", "-Z", "--parallel-max", "16", "--remote-name-all",
                                               "-K", config])):
