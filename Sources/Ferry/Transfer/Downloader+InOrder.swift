@@ -14,14 +14,15 @@ extension Downloader {
     /// judged again) only while no byte has been written: a retry after that would repeat
     /// bytes the reader already has.
     func download(inOrderTo output: SequentialOutput) async throws -> TaskOutcome {
-        transfer.decodesDownload.store(configuration.automaticDecompression, ordering: .relaxed)
         var retry = RetryBudget(policy: options.retryPolicy)
         var progress = DownloadProgress(resumed: false)
         // Without decoding, the bytes are written as sent: `exchange` asks for them uncoded.
         let request = task.originalRequest
         while true {
             do {
-                try await transfer.send(request, body: nil) { body, head in
+                try await transfer.send(request, body: nil, decodesDownload: configuration.automaticDecompression) {
+                    body,
+                    head in
                     try await write(head, body: body, inOrderTo: output, progress: &progress)
                 }
                 break

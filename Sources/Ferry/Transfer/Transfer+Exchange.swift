@@ -18,7 +18,8 @@ extension Transfer {
         _ request: URLRequest,
         body: RequestBody?,
         connection: Int = 0,
-        origin known: Origin? = nil
+        origin known: Origin? = nil,
+        decodesDownload: Bool = false
     ) async throws -> Engine.Exchange {
         guard let url = request.url else { throw FerryError(.invalidURL, "The request has no URL.") }
         let destination = known ?? Origin(url)
@@ -33,7 +34,7 @@ extension Transfer {
         let isDownload: Bool
         if case .download = origin.plan {
             isDownload = true
-            decompressing = decodesDownload.load(ordering: .relaxed)
+            decompressing = decodesDownload
         } else {
             isDownload = false
             decompressing = configuration.automaticDecompression

@@ -26,14 +26,20 @@ extension Transfer {
     /// reads the body and feeds what it finds to its own machine, then closes the response
     /// (``FinalResponse/close(failure:)``): nothing here calls back into it.
     ///
-    /// - Parameter offset: where `body` starts in what the task sends (a resumable upload's
-    ///   append continues the upload there): when the loop sends the body again, the task's
-    ///   count of bytes sent starts again from it.
+    /// - Parameters:
+    ///   - offset: where `body` starts in what the task sends (a resumable upload's append
+    ///     continues the upload there): when the loop sends the body again, the task's count
+    ///     of bytes sent starts again from it.
+    ///   - decodesDownload: whether a download's body is asked for coded and decoded, as a
+    ///     data task's is (a download written in order, never stored for resuming, with
+    ///     ``SessionConfiguration/automaticDecompression``); other downloads keep the bytes
+    ///     as sent.
     func open(
         _ request: URLRequest,
         body: RequestBody?,
         sentFrom offset: Int64 = 0,
-        lease: HostLimiter.Lease? = nil
+        lease: HostLimiter.Lease? = nil,
+        decodesDownload: Bool = false
     ) async throws -> FinalResponse {
         let lease = lease ?? self.lease
         let interceptor = configuration.interceptor
@@ -54,7 +60,13 @@ extension Transfer {
             case .send(let hop):
                 if hop.isRepeat, hop.body != nil { origin.client.resetSentBytes(to: offset) }
                 announceRedirect(of: hop)
-                let outcome = try await send(hop, of: loop, lease: lease, sent: &sent)
+                let outcome = try await send(
+                    hop,
+                    of: loop,
+                    lease: lease,
+                    decodesDownload: decodesDownload,
+                    sent: &sent
+                )
                 switch consume outcome {
                 case .final(let response): return response
                 case .event(let event): action = loop.next(after: event)
@@ -89,9 +101,11 @@ extension Transfer {
         body: RequestBody?,
         sentFrom offset: Int64 = 0,
         lease: HostLimiter.Lease? = nil,
+        decodesDownload: Bool = false,
         consume: (ResponseBody, HTTPResponse) async throws -> Result
     ) async throws -> Result {
-        try await open(request, body: body, sentFrom: offset, lease: lease).read(consume)
+        try await open(request, body: body, sentFrom: offset, lease: lease, decodesDownload: decodesDownload)
+            .read(consume)
     }
 
     /// `hop`'s request as it goes out: with the cookie store's `Cookie` field for `url`
@@ -114,6 +128,7 @@ extension Transfer {
         _ hop: RequestLoop.Hop,
         of loop: RequestLoop,
         lease: HostLimiter.Lease,
+        decodesDownload: Bool,
         sent: inout URLRequest
     ) async throws -> HopOutcome {
         try await origin.client.waitWhilePaused()
@@ -144,7 +159,8 @@ extension Transfer {
                 currentRequest,
                 body: hop.body,
                 connection: lease.connection,
-                origin: destination
+                origin: destination,
+                decodesDownload: decodesDownload
             )
         } catch {
             let typed = ferryError(from: error)

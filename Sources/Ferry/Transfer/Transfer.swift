@@ -39,9 +39,6 @@ final class Transfer: TimeoutChecking {
     let lease: HostLimiter.Lease
     /// The bandwidth limits the transfer's bytes move under, if any.
     let throttle: Throttle?
-    /// A download written in order (not stored for resuming) is decoded as a data task's
-    /// body is; other downloads keep the bytes as sent.
-    let decodesDownload = Atomic(false)
     /// The task's metrics and spans; `nil` when the session records none.
     let telemetry: TaskTelemetry?
 
