@@ -61,7 +61,9 @@ public struct ResumeStore: Sendable, Equatable {
 
     /// The JSON of `field` in the entry file `file`, when that file holds `key`'s entry.
     private func entry(for key: String, in file: URL, field: String) -> Data? {
-        guard let data = try? Data(contentsOf: file),
+        // Most downloads have no entry: asking first spares Foundation's error for a missing
+        // file (about eight allocations per download of a long list).
+        guard access(file.path, F_OK) == 0, let data = try? Data(contentsOf: file),
             let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
             object["key"] as? String == key,
             let inner = object[field]
