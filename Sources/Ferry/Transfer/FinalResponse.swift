@@ -8,7 +8,7 @@ import FoundationNetworking
 /// its body still to be read from the connection (or already buffered), and the metrics of
 /// the hop that brought it, which stay open until the body is read.
 ///
-/// Returned by ``Transfer/open(_:body:sentFrom:lease:)``; the driver reads ``body`` and
+/// Returned by ``Transfer/open(_:body:sentFrom:lease:decodesDownload:)``; the driver reads ``body`` and
 /// feeds what it finds to its machine, then calls ``close(failure:)`` once. Noncopyable, so
 /// one owner reads the body and ends the hop; a response dropped without ``close(failure:)``
 /// is closed as it goes (its body abandoned, its hop recorded as ended without a failure),

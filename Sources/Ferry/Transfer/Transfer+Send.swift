@@ -93,7 +93,7 @@ extension Transfer {
         }
     }
 
-    /// ``open(_:body:sentFrom:lease:)``, then `consume` with the response's body and head
+    /// ``open(_:body:sentFrom:lease:decodesDownload:)``, then `consume` with the response's body and head
     /// (``FinalResponse/read(_:)``): for the drivers that have no machine of their own to
     /// feed.
     func send<Result: Sendable>(
