@@ -290,11 +290,12 @@ struct Uploader: TransferPart {
             return .next(next)
         }
         do {
-            let delivered = try await DataLoad(transfer: transfer).consumeInMemory(response.body, head: head)
-            response.close()
-            return .finished(delivered)
+            return .finished(
+                try await response.read { body, head in
+                    try await DataLoad(transfer: transfer).consumeInMemory(body, head: head)
+                }
+            )
         } catch {
-            response.close(failure: transfer.ferryError(from: error))
             return try failed(error)
         }
     }
