@@ -20,8 +20,8 @@ struct Checkpoint {
     /// Everything but the byte count and the time.
     let template: ResumeData
     let enabled: Bool
-    let store: ResumeStore?
-    let key: String
+    /// The download's entry in the session's resume store, if it has one.
+    let stored: ResumeStore.Slot?
     let logger: Logger
     /// Hears of each checkpoint written (an event on the task's span).
     let telemetry: TaskTelemetry?
@@ -67,14 +67,13 @@ struct Checkpoint {
     /// then the session's store, the trace and the task's span.
     private func recorder() -> Recorder {
         file.mayHaveMetadata = true
-        return Recorder(metadataURL: file.metadataURL, store: store, key: key, logger: logger, telemetry: telemetry)
+        return Recorder(metadataURL: file.metadataURL, stored: stored, logger: logger, telemetry: telemetry)
     }
 
     /// Writes resume data whose bytes are on stable storage: see ``recorder()``.
     private struct Recorder: Sendable {
         let metadataURL: URL
-        let store: ResumeStore?
-        let key: String
+        let stored: ResumeStore.Slot?
         let logger: Logger
         let telemetry: TaskTelemetry?
 
@@ -82,7 +81,7 @@ struct Checkpoint {
             var resumeData = checkpoint
             resumeData.createdAt = ResumeData.wholeSeconds(Date())
             try FileSystem.writeAtomically(resumeData.encoded(), to: metadataURL)
-            try store?.save(resumeData, for: key)
+            try stored?.save(resumeData)
             logger.trace("checkpoint", metadata: trace)
             telemetry?.checkpointed(bytes: resumeData.bytesOnDisk)
         }
@@ -92,9 +91,9 @@ struct Checkpoint {
     /// before the bytes it describes are discarded or replaced.
     func invalidate() throws {
         file.removeMetadata()
-        if let store {
-            store.remove(key)
-            if let directory = store.directory { FileSystem.syncDirectory(directory) }
+        if let stored {
+            stored.remove()
+            if let directory = stored.store.directory { FileSystem.syncDirectory(directory) }
         }
         FileSystem.syncDirectory(file.url.deletingLastPathComponent())
     }

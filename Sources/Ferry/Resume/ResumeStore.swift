@@ -17,7 +17,7 @@ public import Foundation
 public struct ResumeStore: Sendable, Equatable {
     /// Where the entries live, when they are files.
     public let directory: URL?
-    private let storage: (any ResumeStorage)?
+    let storage: (any ResumeStorage)?
 
     /// A store that keeps each download's resume data as a file in `directory`.
     public init(directory: URL) {
@@ -36,7 +36,7 @@ public struct ResumeStore: Sendable, Equatable {
             && lhs.storage.map(ObjectIdentifier.init) == rhs.storage.map(ObjectIdentifier.init)
     }
 
-    private struct Entry: Codable {
+    struct Entry: Codable {
         var key: String
         var resumeData: ResumeData
     }
@@ -53,14 +53,10 @@ public struct ResumeStore: Sendable, Equatable {
     }
 
     /// The resume data stored for `key`, if any and valid.
-    public func resumeData(for key: String) -> ResumeData? {
-        guard let directory else { return storage?.resumeData(for: key) }
-        return entry(for: key, in: fileURL(for: key, in: directory), field: "resumeData")
-            .flatMap { try? ResumeData(decoding: $0) }
-    }
+    public func resumeData(for key: String) -> ResumeData? { slot(for: key).resumeData() }
 
     /// The JSON of `field` in the entry file `file`, when that file holds `key`'s entry.
-    private func entry(for key: String, in file: URL, field: String) -> Data? {
+    func entry(for key: String, in file: URL, field: String) -> Data? {
         // Most downloads have no entry: asking first spares Foundation's error for a missing
         // file (about eight allocations per download of a long list).
         guard access(file.path, F_OK) == 0, let data = try? Data(contentsOf: file),
@@ -73,14 +69,10 @@ public struct ResumeStore: Sendable, Equatable {
 
     /// Stores `resumeData` under `key`, replacing what was there.
     public func save(_ resumeData: ResumeData, for key: String) throws {
-        guard let directory else {
-            try storage?.save(resumeData, for: key)
-            return
-        }
-        try write(Entry(key: key, resumeData: resumeData), to: fileURL(for: key, in: directory), in: directory)
+        try slot(for: key).save(resumeData)
     }
 
-    private func write(_ entry: some Encodable, to file: URL, in directory: URL) throws {
+    func write(_ entry: some Encodable, to file: URL, in directory: URL) throws {
         try FileSystem.createDirectory(directory, mode: 0o700)
         let data: Data
         do {
@@ -92,10 +84,7 @@ public struct ResumeStore: Sendable, Equatable {
     }
 
     /// Removes the entry for `key`.
-    public func remove(_ key: String) {
-        guard let directory else { return storage?.remove(key) ?? () }
-        FileSystem.removeIfPresent(fileURL(for: key, in: directory))
-    }
+    public func remove(_ key: String) { slot(for: key).remove() }
 
     // MARK: Uploads
 

@@ -53,14 +53,12 @@ extension Downloader {
         var failure = error
         let cancelled = error.reason == .cancelled || task.client.isCanceling
         let resumable = planner.canResume(withChecksum: options.checksum != nil)
-        let store = configuration.resumeStore
-        let key = options.resumeKey
         var refused = error.reason == .checksumMismatch
         if error.reason.limit != nil { refused = true }
         let kept = segments?.written ?? file.length
         guard kept > 0, resumable, !cancelled || task.client.producesResumeData, !refused else {
             file.discard()
-            store?.remove(key)
+            stored?.remove()
             return failure
         }
         do {
@@ -71,7 +69,7 @@ extension Downloader {
                 resumeData.segments = segments.segments
             }
             try file.writeMetadata(resumeData)
-            try store?.save(resumeData, for: key)
+            try stored?.save(resumeData)
             failure.resumeData = resumeData
         } catch {
             // New metadata cannot be written (a full disk, most often): the last good
@@ -81,7 +79,7 @@ extension Downloader {
                 failure.resumeData = kept
             } else {
                 file.discard()
-                store?.remove(key)
+                stored?.remove()
             }
         }
         return failure
@@ -91,7 +89,7 @@ extension Downloader {
     /// it still describes it.
     private func lastCheckpoint(of file: PartialFile) -> ResumeData? {
         let stored =
-            configuration.resumeStore?.resumeData(for: options.resumeKey)
+            stored?.resumeData()
             ?? (try? Data(contentsOf: file.metadataURL)).flatMap { try? ResumeData(decoding: $0) }
         guard let stored, stored.partialFile.standardizedFileURL == file.url.standardizedFileURL,
             stored.bytesOnDisk > 0, stored.bytesOnDisk <= file.length
@@ -106,8 +104,7 @@ extension Downloader {
             file: file,
             template: Self.resumeData(for: task, request: request, file: file, planner: planner),
             enabled: planner.canResume(withChecksum: options.checksum != nil),
-            store: configuration.resumeStore,
-            key: options.resumeKey,
+            stored: stored,
             logger: logger,
             telemetry: transfer.telemetry
         )

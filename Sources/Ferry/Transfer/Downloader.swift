@@ -18,6 +18,14 @@ import FoundationNetworking
 /// order).
 struct Downloader: TransferPart {
     let transfer: Transfer
+    /// The download's entry in the session's resume store, named once for every claim, read,
+    /// checkpoint and removal.
+    let stored: ResumeStore.Slot?
+
+    init(transfer: Transfer) {
+        self.transfer = transfer
+        stored = transfer.configuration.resumeStore?.slot(for: transfer.options.resumeKey)
+    }
 }
 
 extension Downloader {
@@ -38,15 +46,10 @@ extension Downloader {
                 createDirectories: destination.options.contains(.createIntermediateDirectories)
             )
         }
-        let store = configuration.resumeStore
-        let key = options.resumeKey
         // Without a fixed destination, two downloads of one key (two `ferry get -c -O` of a
         // URL) would continue the same partial file: the key is claimed instead.
-        if claim == nil, let directory = store?.directory, let store {
-            claim = try DestinationLock(
-                destination: store.fileURL(for: key, in: directory),
-                description: "The download of '\(key)'"
-            )
+        if claim == nil, let stored, let entry = stored.file {
+            claim = try DestinationLock(destination: entry, description: "The download of '\(stored.key)'")
         }
         // The name a server chose, once it is known.
         var nameClaim: DestinationLock?
@@ -55,13 +58,13 @@ extension Downloader {
             nameClaim?.release()
         }
         var resume = explicitResume
-        if resume == nil, let store, let stored = store.resumeData(for: key) {
+        if resume == nil, let stored, let found = stored.resumeData() {
             if options.resumesFromStore {
-                resume = stored
+                resume = found
             } else {
                 // Start over: the earlier partial for this key is not wanted.
-                PartialFile.removeNamed(stored.partialFile)
-                store.remove(key)
+                PartialFile.removeNamed(found.partialFile)
+                stored.remove()
             }
         }
         var request = task.originalRequest
@@ -221,7 +224,7 @@ extension Downloader {
         } catch {
             file.discard()
             delivered.discard()
-            store?.remove(key)
+            stored?.remove()
             throw transfer.ferryError(from: error)
         }
         guard task.client.transferWillFinish() else {
@@ -229,7 +232,7 @@ extension Downloader {
             throw CancellationError()
         }
         file.removeMetadata()
-        store?.remove(key)
+        stored?.remove()
         return try await Transfer.deliver(delivered.url, head: head, task: task, delivery: delivery, source: delivered)
     }
 
