@@ -45,8 +45,15 @@ extension GetCommand {
         }
         let cookies = CookieStore()
         let sessions = JobSessions()
-        let inputs = connection.inputs()
         let running = RunningDownloads()
+        let context = JobContext(
+            report: report,
+            sessions: sessions,
+            inputs: connection.inputs(),
+            cookies: cookies,
+            running: running,
+            workingDirectory: FileManager.default.currentDirectoryPath
+        )
         let interrupt = Interrupt.handle { running.interrupt() }
         defer { interrupt.cancel() }
         let gate = HostGate(limit: parallel ? maximumPerHost : 1)
@@ -62,14 +69,7 @@ extension GetCommand {
                 group.addTask {
                     let host = URL(string: job.urls.first ?? "")?.host ?? ""
                     await gate.enter(host)
-                    let status = await self.run(
-                        job,
-                        report: report,
-                        sessions: sessions,
-                        inputs: inputs,
-                        cookies: cookies,
-                        running: running
-                    )
+                    let status = await self.run(job, in: context)
                     await gate.leave(host)
                     return (index, status)
                 }
@@ -95,28 +95,14 @@ extension GetCommand {
     }
 
     /// Runs one download, trying its sources in order; its exit status.
-    private func run(
-        _ job: DownloadJob,
-        report: WriteOut?,
-        sessions: JobSessions,
-        inputs: ConnectionOptions.Inputs,
-        cookies: CookieStore,
-        running: RunningDownloads
-    ) async -> Int32 {
+    private func run(_ job: DownloadJob, in context: JobContext) async -> Int32 {
+        let (report, running) = (context.report, context.running)
         var failure = FerryError(.invalidURL, "No URL.")
         var source = job.urls.first ?? ""
         for (attempt, url) in job.urls.enumerated() {
             source = url
             do {
-                let task = try prepare(
-                    job,
-                    source: url,
-                    continuing: continueDownload || attempt > 0,
-                    report: report,
-                    sessions: sessions,
-                    inputs: inputs,
-                    cookies: cookies
-                )
+                let task = try prepare(job, source: url, continuing: continueDownload || attempt > 0, in: context)
                 running.add(task)
                 let events = task.events
                 task.resume()
@@ -154,16 +140,13 @@ extension GetCommand {
         return running.interrupted ? ExitStatus.interrupted : ExitStatus.code(for: failure)
     }
 
-    /// The download task for `job` from `source`, in the session of `sessions` that its
-    /// configuration calls for.
+    /// The download task for `job` from `source`, in the session of the context's sessions
+    /// that its configuration calls for.
     private func prepare(
         _ job: DownloadJob,
         source: String,
         continuing: Bool,
-        report: WriteOut?,
-        sessions: JobSessions,
-        inputs: ConnectionOptions.Inputs,
-        cookies: CookieStore
+        in context: JobContext
     ) throws -> DownloadTask {
         guard var request = CommandRequest.make(url: source, method: .get, headers: headers + job.headers),
             let target = request.url
@@ -173,31 +156,32 @@ extension GetCommand {
         if let problem = CommandRequest.headerProblem(in: job.headers) { throw FerryError(.invalidRequest, problem) }
         let connections = job.split ?? split
         var configuration = downloadConfiguration(connections: connections, request: &request)
-        try connection.apply(to: &configuration, for: target, request: &request, cookies: cookies, inputs: inputs)
+        try connection.apply(
+            to: &configuration,
+            for: target,
+            request: &request,
+            cookies: context.cookies,
+            inputs: context.inputs
+        )
         // The session's limits must not hold back what --max-per-host (and each job's
         // connections) allow: the host gate decides how many run.
         let perHost = (parallel ? maximumPerHost : 1) * connections
         configuration.httpMaximumConnectionsPerHost = max(configuration.httpMaximumConnectionsPerHost, perHost)
-        configuration.collectsConnectionMetrics = report?.needsConnectionMetrics == true
+        configuration.collectsConnectionMetrics = context.report?.needsConnectionMetrics == true
         // --limit-rate is each transfer's, as curl's is with -Z: on the task, not the shared session.
         let rate = configuration.maximumBytesPerSecond
         configuration.maximumBytesPerSecond = nil
-        let folder = URL(
-            fileURLWithPath: job.directory ?? directory ?? FileManager.default.currentDirectoryPath,
-            isDirectory: true
-        )
-        do {
-            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        } catch {
-            throw FerryError(.fileSystem, "Cannot create the directory '\(folder.path)'.", underlying: error)
-        }
+        let path = job.directory ?? directory ?? context.workingDirectory
+        // One `stat` when the folder is there, as it is for every job of a list but the first.
+        try FileSystem.createDirectory(atPath: path, mode: 0o777)
+        let folder = URL(fileURLWithPath: path, isDirectory: true)
         configuration.downloadsDirectory = folder
         configuration.resumeStore = ResumeStore(directory: folder)
         let replacing: DownloadDestination.Options = clobber ? [.removePreviousFile] : []
         let destination: DownloadDestination =
             job.output.map { .file(folder.appendingPathComponent($0, isDirectory: false), options: replacing) }
             ?? .directory(folder, options: replacing)
-        let task = try sessions.session(for: configuration).downloadTask(with: request, to: destination)
+        let task = try context.sessions.session(for: configuration).downloadTask(with: request, to: destination)
         task.maximumBytesPerSecond = rate
         // One key for every mirror of the file: the next continues what the last kept.
         task.resumeKey =
@@ -207,6 +191,17 @@ extension GetCommand {
         task.checksum = try job.checksum.map { text throws(FerryError) in try Checksum(parsing: text) }
         return task
     }
+}
+
+/// What every job of one `ferry get` shares, worked out once for the command.
+private struct JobContext: Sendable {
+    let report: WriteOut?
+    let sessions: JobSessions
+    let inputs: ConnectionOptions.Inputs
+    let cookies: CookieStore
+    let running: RunningDownloads
+    /// The folder of jobs that name none (`--output-dir`, `dir=`).
+    let workingDirectory: String
 }
 
 /// The downloads running now, for Ctrl-C: each is stopped keeping its bytes for `-c`.

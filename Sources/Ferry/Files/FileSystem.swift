@@ -43,7 +43,7 @@ package enum FileSystem {
 
     /// `mkdir -p` of `path` with `mode` for the directories it creates; one `stat` when the
     /// directory is there.
-    static func createDirectory(atPath path: String, mode: mode_t) throws {
+    package static func createDirectory(atPath path: String, mode: mode_t) throws {
         var info = stat()
         if stat(path, &info) == 0 {
             guard (info.st_mode & S_IFMT) == S_IFDIR else {
