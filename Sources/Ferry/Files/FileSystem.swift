@@ -12,25 +12,32 @@ package enum FileSystem {
     /// `ferry-downloads-UID` in the temporary directory: one private directory per user,
     /// where partial files live unless the session names another
     /// (``SessionConfiguration/downloadsDirectory``).
-    static var defaultPartialsDirectory: URL {
-        FileManager.default.temporaryDirectory.appendingPathComponent("ferry-downloads-\(geteuid())", isDirectory: true)
-    }
+    static var defaultPartialsDirectory: URL { defaultPartials().url }
 
-    /// The default directory's path, as last worked out, and the `TMPDIR` it was worked out
-    /// for: every download asks whether its directory is the default one.
-    private static let lastDefaultPartialsPath = Mutex<(temporary: String?, path: String)?>(nil)
+    /// The default directory as last worked out, and the `TMPDIR` it was worked out for:
+    /// every configuration starts with it and every download asks whether its directory is
+    /// it, where working it out (Foundation's temporary directory, a URL and its path) cost
+    /// a list of downloads about ten allocations per file.
+    private static let lastDefaultPartials = Mutex<(temporary: String?, url: URL, path: String)?>(nil)
+
+    /// ``defaultPartialsDirectory`` and its path, worked out again only when `TMPDIR` changed.
+    static func defaultPartials() -> (url: URL, path: String) {
+        let temporary = getenv("TMPDIR").map { String(cString: $0) }
+        let known = lastDefaultPartials.withLock { last in
+            last.flatMap { $0.temporary == temporary ? ($0.url, $0.path) : nil }
+        }
+        if let known { return known }
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "ferry-downloads-\(geteuid())",
+            isDirectory: true
+        )
+        let worked = (url: url, path: url.path)
+        lastDefaultPartials.withLock { $0 = (temporary, worked.url, worked.path) }
+        return worked
+    }
 
     /// Whether `path` is ``defaultPartialsDirectory``'s.
-    static func isDefaultPartialsDirectory(_ path: String) -> Bool {
-        let temporary = getenv("TMPDIR").map { String(cString: $0) }
-        let known = lastDefaultPartialsPath.withLock { last in
-            last.flatMap { $0.temporary == temporary ? $0.path : nil }
-        }
-        if let known { return known == path }
-        let worked = defaultPartialsDirectory.path
-        lastDefaultPartialsPath.withLock { $0 = (temporary, worked) }
-        return worked == path
-    }
+    static func isDefaultPartialsDirectory(_ path: String) -> Bool { defaultPartials().path == path }
 
     static func error(_ what: String, code: Int32 = errno) -> FerryError {
         FerryError(.fileSystem, "\(what): \(String(cString: strerror(code))).")

@@ -232,8 +232,8 @@ public struct SessionConfiguration: Sendable {
     init(kind: Kind) {
         self.kind = kind
         self.cookieStore = kind == .ephemeral ? CookieStore() : .shared
-        let downloads = FileSystem.defaultPartialsDirectory
-        self.downloadsDirectory = downloads
+        let downloads = FileSystem.defaultPartials()
+        self.downloadsDirectory = downloads.url
         self.downloadsDirectoryPath = downloads.path
     }
 
