@@ -22,6 +22,26 @@ struct FilenameTests {
         #expect(SafeFilename.sanitize(input) == expected)
     }
 
+    /// The names the fast path returns as they are are exactly names every step leaves as
+    /// they are; the others go through the steps.
+    @Test(arguments: [
+        "report.pdf", "a", "x~1.tar.gz", "a.", "index.html?q=1", String(repeating: "n", count: 255),
+        String(repeating: "n", count: 256), ".hidden", "a b", "a/b", "a\\b", " a", "a\t", "caf\u{E9}",
+        "e\u{202E}x", "", "..", "-", "%41",
+    ])
+    func thePlainNamePathAgreesWithEveryStep(name: String) {
+        if SafeFilename.isPlain(name) { #expect(SafeFilename.cleaned(name, fallback: "download") == name) }
+        #expect(SafeFilename.sanitize(name) == SafeFilename.cleaned(name, fallback: "download"))
+    }
+
+    @Test func plainNamesAreOnlyPrintableASCIIWithoutSeparatorsOrALeadingDot() {
+        #expect(SafeFilename.isPlain("report.pdf"))
+        #expect(SafeFilename.isPlain(String(repeating: "n", count: 255)))
+        for name in ["", ".a", "a b", "a/b", "a\\b", "caf\u{E9}", "a\u{7F}", String(repeating: "n", count: 256)] {
+            #expect(!SafeFilename.isPlain(name), "\(name)")
+        }
+    }
+
     @Test func boundsLengthKeepingTheExtension() {
         let long = String(repeating: "é", count: 400) + ".tar.gz"
         let safe = SafeFilename.sanitize(long)
@@ -54,6 +74,10 @@ struct FilenameTests {
         response.headers["Content-Disposition"] = "attachment; filename=\"..\""
         #expect(response.suggestedFilename == "evil.sh")
         #expect(HTTPResponse(url: URL(string: "http://h/")!, statusCode: 200).suggestedFilename == "download")
+        #expect(HTTPResponse(url: URL(string: "http://h/dir/sub//")!, statusCode: 200).suggestedFilename == "sub")
+        #expect(HTTPResponse(url: URL(string: "http://h/a//b.txt")!, statusCode: 200).suggestedFilename == "b.txt")
+        #expect(HTTPResponse(url: URL(string: "http://h/caf%C3%A9")!, statusCode: 200).suggestedFilename == "café")
+        #expect(HTTPResponse(url: URL(string: "http://h")!, statusCode: 200).suggestedFilename == "download")
     }
 
     /// Security review 15: bidirectional controls (embeddings, overrides, isolates), marks

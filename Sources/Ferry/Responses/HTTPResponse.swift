@@ -86,8 +86,12 @@ public struct HTTPResponse: Sendable, Equatable {
             let safe = SafeFilename.sanitize(name, fallback: "")
             if !safe.isEmpty { return safe }
         }
-        let last = url.path.split(separator: "/").last.map(String.init) ?? ""
-        let decoded = last.removingPercentEncoding ?? last
+        // The path's last non-empty component, found in place.
+        var last = Substring(url.path)
+        while last.last == "/" { last.removeLast() }
+        if let slash = last.lastIndex(of: "/") { last = last[last.index(after: slash)...] }
+        let name = String(last)
+        let decoded = name.contains("%") ? (name.removingPercentEncoding ?? name) : name
         return SafeFilename.sanitize(decoded, fallback: "download")
     }
 

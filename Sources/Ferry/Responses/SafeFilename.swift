@@ -21,6 +21,11 @@ public enum SafeFilename {
     ///   - fallback: What to return when nothing safe is left.
     /// - Returns: A non-empty name with no path separator, or `fallback`.
     public static func sanitize(_ name: String, fallback: String = "download") -> String {
+        isPlain(name) ? name : cleaned(name, fallback: fallback)
+    }
+
+    /// ``sanitize(_:fallback:)``'s steps, each made.
+    static func cleaned(_ name: String, fallback: String) -> String {
         // Keep the last component, whichever separator the server used.
         let lastComponent =
             name.split(whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? ""
@@ -34,6 +39,17 @@ public enum SafeFilename {
         cleaned = cleaned.trimmingWhitespace()
         if cleaned.isEmpty { return fallback }
         return bounded(cleaned)
+    }
+
+    /// Whether every step of ``sanitize(_:fallback:)`` leaves `name` as it is: printable
+    /// ASCII without a space or a separator, not starting with a dot, within
+    /// ``maximumLength`` bytes. Most names are, and are returned without a copy.
+    static func isPlain(_ name: String) -> Bool {
+        let bytes = name.utf8
+        guard let first = bytes.first, first != UInt8(ascii: "."), bytes.count <= maximumLength else { return false }
+        return bytes.allSatisfy { byte in
+            byte > 0x20 && byte < 0x7F && byte != UInt8(ascii: "/") && byte != UInt8(ascii: "\\")
+        }
     }
 
     /// Characters that are invisible or reorder what is shown: controls, line and paragraph
