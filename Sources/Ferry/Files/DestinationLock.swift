@@ -33,7 +33,7 @@ final class DestinationLock: Sendable {
         path = FileSystem.joinPath(directory, SafeFilename.sidecar(of: name, suffix: ".ferry-lock"))
         var mayCreate = createDirectories
         while true {
-            let descriptor = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
+            let descriptor = path.withCString { open($0, O_CREAT | O_RDWR | O_CLOEXEC, 0o600) }
             guard descriptor >= 0 else {
                 if errno == ENOENT && mayCreate {
                     try FileSystem.createDirectory(atPath: directory, mode: 0o755)
@@ -53,7 +53,8 @@ final class DestinationLock: Sendable {
             // lock is on a file nobody else will see. Try again with the current one.
             var opened = stat()
             var current = stat()
-            if fstat(descriptor, &opened) == 0, stat(path, &current) == 0, opened.st_ino == current.st_ino,
+            if fstat(descriptor, &opened) == 0, path.withCString({ stat($0, &current) }) == 0,
+                opened.st_ino == current.st_ino,
                 opened.st_dev == current.st_dev
             {
                 self.descriptor = descriptor
@@ -65,7 +66,7 @@ final class DestinationLock: Sendable {
 
     /// Releases the claim: the lock file is removed while still locked, then closed.
     func release() {
-        unlink(path)
+        _ = path.withCString { unlink($0) }
         close(descriptor)
     }
 }

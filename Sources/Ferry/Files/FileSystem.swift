@@ -52,7 +52,7 @@ package enum FileSystem {
     /// directory is there.
     package static func createDirectory(atPath path: String, mode: mode_t) throws {
         var info = stat()
-        if stat(path, &info) == 0 {
+        if path.withCString({ stat($0, &info) }) == 0 {
             guard (info.st_mode & S_IFMT) == S_IFDIR else {
                 throw FerryError(.fileSystem, "'\(path)' exists and is not a directory.")
             }
@@ -82,13 +82,14 @@ package enum FileSystem {
         var checked = isDefault
         if !isDefault {
             var parent = stat()
-            checked = stat(splitPath(directory).directory, &parent) == 0 && parent.st_mode & S_IWOTH != 0
+            checked =
+                splitPath(directory).directory.withCString { stat($0, &parent) } == 0 && parent.st_mode & S_IWOTH != 0
         }
         let flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | (checked ? O_NOFOLLOW : 0)
-        var held = open(directory, flags)
+        var held = directory.withCString { open($0, flags) }
         if held < 0 && errno == ENOENT {
             try createDirectory(atPath: directory, mode: 0o700)
-            held = open(directory, flags)
+            held = directory.withCString { open($0, flags) }
         }
         guard held >= 0 else {
             if checked && errno == ELOOP { throw notPrivate(directory) }
@@ -127,7 +128,7 @@ package enum FileSystem {
         /// The identity of what `name` in `directory` holds now (a link is not followed).
         init?(at name: String, in directory: Int32) {
             var info = stat()
-            guard fstatat(directory, name, &info, AT_SYMLINK_NOFOLLOW) == 0 else { return nil }
+            guard name.withCString({ fstatat(directory, $0, &info, AT_SYMLINK_NOFOLLOW) }) == 0 else { return nil }
             device = UInt64(info.st_dev)
             inode = UInt64(info.st_ino)
         }
@@ -187,7 +188,7 @@ package enum FileSystem {
         }
         if SequentialOutput.isSystemPath(lexicallyNormalized(target)) { throw notRegular() }
         var info = stat()
-        if lstat(target, &info) == 0 {
+        if target.withCString({ lstat($0, &info) }) == 0 {
             switch info.st_mode & S_IFMT {
             case S_IFREG: break
             case S_IFDIR: throw FerryError(.fileSystem, "'\(target)' is a directory.")
@@ -204,7 +205,7 @@ package enum FileSystem {
         }
         // The partial file is private (0600) while it grows; the delivered file gets the
         // mode any new file of the user's would get.
-        fchmodat(source.directory, source.name, userFileMode, 0)
+        _ = source.name.withCString { fchmodat(source.directory, $0, userFileMode, 0) }
         // Missing directories are made when the move finds them missing (one `stat` fewer).
         if try place(source.directory, source.name, at: target, replace: replace, createDirectories: createDirectories)
         {
@@ -243,7 +244,7 @@ package enum FileSystem {
         createDirectories: Bool
     ) throws -> Bool {
         if replace {
-            if renameat(directory, name, AT_FDCWD, destination) == 0 { return true }
+            if renamed(name, in: directory, to: destination) { return true }
         } else {
             if linkat(directory, name, AT_FDCWD, destination, 0) == 0 {
                 unlinkat(directory, name, 0)
@@ -290,7 +291,14 @@ package enum FileSystem {
     }
 
     /// Removes a file if it exists.
-    static func removeIfPresent(_ url: URL) { unlink(url.path) }
+    static func removeIfPresent(_ url: URL) { _ = url.path.withCString { unlink($0) } }
+
+    /// `renameat(2)` of `name` in `directory` to `destination`; whether it was done (`errno`
+    /// says why not). The paths are passed with `withCString`, where Swift's implicit
+    /// conversion of a `String` argument allocates a copy for each call.
+    private static func renamed(_ name: String, in directory: Int32, to destination: String) -> Bool {
+        name.withCString { name in destination.withCString { renameat(directory, name, AT_FDCWD, $0) } } == 0
+    }
 
     /// Writes `data` to `url` so that a reader sees the old or the new content, never a mix:
     /// a temporary file beside it, made 0600 from its first moment, `fsync`, `rename`. The

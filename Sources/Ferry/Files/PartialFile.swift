@@ -99,7 +99,7 @@ package final class PartialFile {
     /// Creates `name` in `directory`, 0600, never an existing file or a link: its descriptor,
     /// or -1 with `errno` set.
     private static func create(_ name: String, in directory: HeldDirectory) -> Int32 {
-        openat(directory.descriptor, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        name.withCString { openat(directory.descriptor, $0, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0o600) }
     }
 
     /// A random (version 4) UUID's 36 characters in lower case, as partial files are named.
@@ -293,7 +293,7 @@ package final class PartialFile {
     func discard() {
         closeWithoutFlushing()
         if FileSystem.Identity(at: name, in: directory.descriptor) == identity {
-            unlinkat(directory.descriptor, name, 0)
+            _ = name.withCString { unlinkat(directory.descriptor, $0, 0) }
         }
         removeMetadata()
     }

@@ -59,7 +59,7 @@ public struct ResumeStore: Sendable, Equatable {
     func entry(for key: String, in file: URL, field: String) -> Data? {
         // Most downloads have no entry: asking first spares Foundation's error for a missing
         // file (about eight allocations per download of a long list).
-        guard access(file.path, F_OK) == 0, let data = try? Data(contentsOf: file),
+        guard file.path.withCString({ access($0, F_OK) }) == 0, let data = try? Data(contentsOf: file),
             let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
             object["key"] as? String == key,
             let inner = object[field]

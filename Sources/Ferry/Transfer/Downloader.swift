@@ -291,13 +291,13 @@ extension Downloader {
         let target = try destination.resolve(file.url, head)
         let targetPath = FileSystem.path(target)
         var info = stat()
-        if !destination.options.contains(.removePreviousFile), lstat(targetPath, &info) == 0 {
+        if !destination.options.contains(.removePreviousFile), targetPath.withCString({ lstat($0, &info) }) == 0 {
             throw FerryError(.destinationExists, "'\(targetPath)' already exists.", response: head)
         }
         let parent = FileSystem.splitPath(targetPath).directory
         if destination.options.contains(.createIntermediateDirectories) {
             try FileSystem.createDirectory(atPath: parent, mode: 0o755)
-        } else if stat(parent, &info) != 0 {
+        } else if parent.withCString({ stat($0, &info) }) != 0 {
             // The move will say that the directory is missing.
             return nil
         }
