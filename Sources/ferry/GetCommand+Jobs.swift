@@ -104,9 +104,8 @@ extension GetCommand {
             do {
                 let task = try prepare(job, source: url, continuing: continueDownload || attempt > 0, in: context)
                 running.add(task)
-                let events = task.events
                 task.resume()
-                for await _ in events {}
+                await task.completed()
                 running.remove(task)
                 if let report {
                     let status = task.error.map { ExitStatus.code(for: $0) } ?? 0

@@ -28,7 +28,13 @@ final class JobSessions: Sendable {
         let credential: Credential?
     }
 
-    private let sessions = Mutex<[Key: [(tls: TLSOptions, session: Session)]]>([:])
+    private struct State {
+        var sessions: [Key: [(tls: TLSOptions, session: Session)]] = [:]
+        /// Each folder's standardized path, worked out once: a list's jobs mostly share one.
+        var standardized: [URL: String] = [:]
+    }
+
+    private let state = Mutex(State())
 
     /// The session for `configuration`: the one made earlier for an equal configuration, or a
     /// new one.
@@ -36,25 +42,28 @@ final class JobSessions: Sendable {
     /// - Parameter configuration: a job's configuration, as `ferry get` built it for its URL.
     /// - Throws: ``FerryError`` when a session cannot be made of `configuration`.
     func session(for configuration: SessionConfiguration) throws -> Session {
-        let key = Key(
-            directory: configuration.downloadsDirectory.standardizedFileURL.path,
-            connections: configuration.maximumConnectionsPerDownload,
-            proxy: configuration.proxy,
-            credential: configuration.credential
-        )
-        return try sessions.withLock { sessions throws -> Session in
-            if let made = sessions[key]?.first(where: { $0.tls == configuration.tls }) { return made.session }
+        let folder = configuration.downloadsDirectory
+        let directory = state.withLock { $0.standardized[folder] } ?? folder.standardizedFileURL.path
+        return try state.withLock { state throws -> Session in
+            state.standardized[folder] = directory
+            let key = Key(
+                directory: directory,
+                connections: configuration.maximumConnectionsPerDownload,
+                proxy: configuration.proxy,
+                credential: configuration.credential
+            )
+            if let made = state.sessions[key]?.first(where: { $0.tls == configuration.tls }) { return made.session }
             let session = try Session(configuration: configuration)
-            sessions[key, default: []].append((configuration.tls, session))
+            state.sessions[key, default: []].append((configuration.tls, session))
             return session
         }
     }
 
     /// Lets every session finish what it runs, then invalidates it.
     func finish() {
-        let all = sessions.withLock { sessions in
-            defer { sessions = [:] }
-            return sessions.values.flatMap { $0.map(\.session) }
+        let all = state.withLock { state in
+            defer { state.sessions = [:] }
+            return state.sessions.values.flatMap { $0.map(\.session) }
         }
         for session in all { session.finishTasksAndInvalidate() }
     }

@@ -22,6 +22,8 @@ struct EveryCallComesBackMatrixTests {
     enum Call: String, CaseIterable, Sendable, CustomTestStringConvertible {
         case data, upload, uploadFromFile, download, bytes
         case dataHandler, uploadHandler, uploadFromFileHandler, downloadHandler, downloadToTemporaryHandler
+        /// A download task resumed, then awaited with `completed()`, as `ferry get`'s jobs do.
+        case downloadAwaited
         case managerGet, managerPost
 
         var testDescription: String { rawValue }
@@ -29,9 +31,12 @@ struct EveryCallComesBackMatrixTests {
         /// Whether an error status fails the call (a data task's response is no error, as
         /// with URLSession; a download and the manager's validation refuse it).
         var refusesErrorStatus: Bool {
-            [.download, .downloadHandler, .downloadToTemporaryHandler, .managerGet, .managerPost].contains(self)
+            [.download, .downloadHandler, .downloadToTemporaryHandler, .downloadAwaited, .managerGet, .managerPost]
+                .contains(self)
         }
-        var downloads: Bool { [.download, .downloadHandler, .downloadToTemporaryHandler].contains(self) }
+        var downloads: Bool {
+            [.download, .downloadHandler, .downloadToTemporaryHandler, .downloadAwaited].contains(self)
+        }
     }
 
     /// What goes wrong.
@@ -184,6 +189,8 @@ struct EveryCallComesBackMatrixTests {
             task = session.downloadTask(with: request, to: .file(destination)) { _, _, given in record(given) }
         case .downloadToTemporaryHandler:
             task = session.downloadTask(with: request) { _, _, given in record(given) }
+        case .downloadAwaited:
+            task = session.downloadTask(with: request, to: .file(destination))
         case .managerGet, .managerPost:
             let manager = HTTPSessionManager(baseURL: nil, session: session)
             let path = url.absoluteString
@@ -205,6 +212,10 @@ struct EveryCallComesBackMatrixTests {
         default: break
         }
         task?.resume()  // the manager's tasks are running already; a second resume does nothing
+        if call == .downloadAwaited, let task {
+            await task.completed()
+            return Outcome(error: task.error, handlerCalls: 1)
+        }
         await tally.firstCall()
         return Outcome(error: error.value, handlerCalls: tally.count)
     }
