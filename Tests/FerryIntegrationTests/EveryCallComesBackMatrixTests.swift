@@ -212,7 +212,7 @@ struct EveryCallComesBackMatrixTests {
         default: break
         }
         task?.resume()  // the manager's tasks are running already; a second resume does nothing
-        if call == .downloadAwaited, let task {
+        if call == .downloadAwaited, let task = task as? DownloadTask {
             await task.completed()
             return Outcome(error: task.error, handlerCalls: 1)
         }

@@ -36,6 +36,11 @@ public final class DownloadTask: SessionTask, @unchecked Sendable {
         return await client.completion().0?.resumeData
     }
 
+    /// Returns once the task has completed (``SessionTask/error`` then says how), without subscribing to
+    /// its events: for a caller that only waits, as `ferry get`'s jobs do, where a
+    /// subscription costs a stream and a resumption for every event it is sent.
+    package func completed() async { _ = await client.completion() }
+
     /// Completion-handler form of ``cancelProducingResumeData()``.
     public func cancel(byProducingResumeData completionHandler: @escaping @Sendable (ResumeData?) -> Void) {
         Task { completionHandler(await cancelProducingResumeData()) }

@@ -243,11 +243,6 @@ public class SessionTask: @unchecked Sendable, Identifiable, CustomStringConvert
         return stream
     }
 
-    /// Returns once the task has completed (``error`` then says how), without subscribing to
-    /// its events: for a caller that only waits, as `ferry get`'s jobs do, where a
-    /// subscription costs a stream and a resumption for every event it is sent.
-    package func completed() async { _ = await client.completion() }
-
     // MARK: Lifecycle
 
     /// For a background session's task: returns once the daemon has stored the task (from
