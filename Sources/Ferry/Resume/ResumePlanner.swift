@@ -81,10 +81,9 @@ struct ResumePlanner: Sendable, Equatable {
     /// What to do with `response`, the answer to `plan`.
     mutating func evaluate(_ response: HTTPResponse, for plan: RequestPlan) -> ResponseAction {
         let status = response.statusCode
-        let encoded = response.headers["Content-Encoding"].map { !$0.isEmpty && $0.lowercased() != "identity" } ?? false
         switch status {
         case 206:
-            return evaluatePartial(response, for: plan, encoded: encoded)
+            return evaluatePartial(response, for: plan)
         case 416:
             guard case .range = plan else {
                 return .fail(
@@ -108,8 +107,7 @@ struct ResumePlanner: Sendable, Equatable {
         case 200..<300:
             let restart: RestartReason? =
                 if case .range = plan {
-                    partial.validator.map { $0.matches(response) } == false
-                        ? .representationChanged : .serverIgnoredRange
+                    Self.wholeAnswer(response, toRangeOf: partial.validator)
                 } else {
                     restartReason
                 }
@@ -118,7 +116,7 @@ struct ResumePlanner: Sendable, Equatable {
                 bytesOnDisk: 0,
                 totalLength: length,
                 validator: Validator(response: response),
-                encoded: encoded
+                encoded: Self.isCoded(response)
             )
             return .writeFromStart(expectedLength: length, restart: restart)
         default:
@@ -132,47 +130,29 @@ struct ResumePlanner: Sendable, Equatable {
         }
     }
 
-    private mutating func evaluatePartial(
-        _ response: HTTPResponse,
-        for plan: RequestPlan,
-        encoded: Bool
-    ) -> ResponseAction {
+    private mutating func evaluatePartial(_ response: HTTPResponse, for plan: RequestPlan) -> ResponseAction {
         let offset: Int64
         switch plan {
         case .full: offset = 0
         case .range(let from, _): offset = from
         }
-        guard let header = response.headers["Content-Range"],
-            case .satisfied(let first, let last, let complete)? = ContentRange(header)
-        else {
-            return .fail(
-                FerryError(
-                    .badServerResponse,
-                    "The server answered 206 with a Content-Range that does not parse: '\(response.headers["Content-Range"] ?? "none")'.",
-                    response: response
-                )
-            )
-        }
-        if let length = response.expectedContentLength, length != last - first + 1 {
-            return .fail(
-                FerryError(
-                    .badServerResponse,
-                    "The 206's Content-Length (\(length)) does not match its Content-Range (\(header)).",
-                    response: response
-                )
-            )
-        }
-        // A range over a content-coded body refers to coded bytes we cannot trust to line up.
-        if encoded { return .restart(.unusableRange) }
-        // The 206 must belong to the version the bytes on disk came from.
-        if let validator = partial.validator, let offered = Validator(response: response), offered != validator {
+        let answer = Self.judgeRange(
+            response,
+            from: offset,
+            validator: partial.validator,
+            totalLength: partial.totalLength
+        )
+        switch answer {
+        case .malformed(let message):
+            return .fail(FerryError(.badServerResponse, message, response: response))
+        case .coded, .misplaced:
+            return .restart(.unusableRange)
+        case .otherVersion:
             return .restart(.representationChanged)
+        case .continues(let skip, let length, let complete):
+            if partial.totalLength == nil { partial.totalLength = complete }
+            return .writeRange(offset: offset, skip: skip, length: length)
         }
-        if let known = partial.totalLength, let complete, known != complete { return .restart(.representationChanged) }
-        // It must cover the next byte we need; bytes before it are skipped, never appended.
-        guard first <= offset, last >= offset else { return .restart(.unusableRange) }
-        if partial.totalLength == nil { partial.totalLength = complete }
-        return .writeRange(offset: offset, skip: offset - first, length: last - offset + 1)
     }
 
     /// The owner wrote (and will flush) bytes up to `end`.

@@ -60,8 +60,8 @@ extension Downloader {
         }
         progress.announceResponse(head, task: task)
         // A decoded body's length is not the Content-Length of the coded one.
-        let coded = head.headers["Content-Encoding"].map { !$0.isEmpty && $0.lowercased() != "identity" } ?? false
-        let expected = coded ? nil : head.expectedBodyLength(forMethod: task.originalRequest.method)
+        let expected =
+            ResumePlanner.isCoded(head) ? nil : head.expectedBodyLength(forMethod: task.originalRequest.method)
         var reader = BodyReader(
             task: task,
             announced: expected,

@@ -159,41 +159,46 @@ extension Downloader {
         return nil
     }
 
-    /// A segment's `206` must continue exactly where it was asked to, of the same length
-    /// and validator; a `200` means the file changed (`If-Range` failed) or ranges are
-    /// ignored; any other status is the download's error (thrown). Returns the end
-    /// (exclusive) of the bytes the `206` promises, or why the segments are abandoned.
+    /// A segment's `206` is judged as any range answer is (``ResumePlanner/judgeRange(_:from:validator:totalLength:)``),
+    /// and must start exactly where it was asked to; a `200` means the file changed
+    /// (`If-Range` failed) or ranges are ignored; a malformed `206` or any other status is
+    /// the download's error (thrown), as on one connection. Returns the end (exclusive) of the bytes the `206` promises, or why the
+    /// segments are abandoned.
     private func check(
         _ head: HTTPResponse,
         body: ResponseBody,
         asked next: Int64,
         of run: SegmentRun
     ) async throws -> SegmentAnswer {
-        let offered = Validator(response: head)
         switch head.statusCode {
         case 206:
-            guard let field = head.headers["Content-Range"],
-                case .satisfied(let first, let last, let complete)? = ContentRange(field),
-                first == next
-            else {
+            switch ResumePlanner.judgeRange(head, from: next, validator: run.validator, totalLength: run.length) {
+            case .continues(0, let length, _):
+                // A split download continued from resume data has no first response of its
+                // own: the first segment's answer is the task's response.
+                if run.takeFirstAnswer(head) { task.client.didReceive(response: head) }
+                return .promises(end: next + length)
+            case .continues, .misplaced:
                 return .abandon(
                     SegmentsAbandoned(reason: "a segment's 206 does not start at byte \(next)", rangesIgnored: true)
                 )
-            }
-            if complete != run.length || (offered != nil && offered != run.validator) {
+            case .malformed(let message):
+                // As on one connection: a 206 that contradicts itself is the download's error.
+                throw FerryError(.badServerResponse, message, response: head)
+            case .coded:
+                return .abandon(SegmentsAbandoned(reason: "a segment's 206 is content-coded", rangesIgnored: true))
+            case .otherVersion:
                 return .abandon(Self.changed("the file changed while its segments were fetched"))
             }
-            // A split download continued from resume data has no first response of its own:
-            // the first segment's answer is the task's response.
-            if run.takeFirstAnswer(head) { task.client.didReceive(response: head) }
-            return .promises(end: last + 1)
         case 200:
-            if offered == run.validator {
+            switch ResumePlanner.wholeAnswer(head, toRangeOf: run.validator) {
+            case .serverIgnoredRange:
                 return .abandon(
                     SegmentsAbandoned(reason: "the server answered a range with the whole file", rangesIgnored: true)
                 )
+            default:
+                return .abandon(Self.changed("the file changed while its segments were fetched"))
             }
-            return .abandon(Self.changed("the file changed while its segments were fetched"))
         case 416:
             return .abandon(Self.changed("the file changed (a segment's range is past its end)"))
         default:
