@@ -68,12 +68,11 @@ struct DownloadStateMachineTests {
 
     @Test func anErrorStatusFailsWithItsStatusAndWritesNothing() {
         var fresh = machine()
-        guard case .fail(let error, let status) = fresh.responseArrived(response(404), for: .full, bytesOnDisk: 0)
-        else {
+        guard case .fail(let error) = fresh.responseArrived(response(404), for: .full) else {
             Issue.record("a 404 must fail")
             return
         }
-        #expect(status)
+        // The owner reads a status error with its body.
         #expect(error.reason.statusCode == 404)
     }
 
@@ -81,9 +80,9 @@ struct DownloadStateMachineTests {
         var fresh = machine()
         let head = response(200, ["ETag": "\"v1\"", "Content-Length": "1000"])
         #expect(
-            fresh.responseArrived(head, for: .full, bytesOnDisk: 0)
-                == .writeFromStart(expected: 1000, restart: nil, split: .no)
+            fresh.responseArrived(head, for: .full) == .writeFromStart(expectedLength: 1000, restart: nil)
         )
+        #expect(fresh.split(head, length: 1000) == .no)
         #expect(fresh.wroteFromStart(upTo: 1000) == .finish)
         #expect(fresh.planner.partial.bytesOnDisk == 1000)
     }
@@ -92,7 +91,7 @@ struct DownloadStateMachineTests {
         var resumed = machine(bytes: 400, total: 1000, validator: etag)
         let head = response(206, ["ETag": "\"v1\"", "Content-Range": "bytes 400-999/1000", "Content-Length": "600"])
         #expect(
-            resumed.responseArrived(head, for: .range(from: 400, ifRange: "\"v1\""), bytesOnDisk: 400)
+            resumed.responseArrived(head, for: .range(from: 400, ifRange: "\"v1\""))
                 == .writeRange(offset: 400, skip: 0, length: 600)
         )
         #expect(resumed.wroteRange(upTo: 1000) == .finish)
@@ -102,7 +101,7 @@ struct DownloadStateMachineTests {
         var resumed = machine(bytes: 400, total: 1000, validator: etag)
         let head = response(206, ["ETag": "\"v1\"", "Content-Range": "bytes 400-499/1000", "Content-Length": "100"])
         #expect(
-            resumed.responseArrived(head, for: .range(from: 400, ifRange: "\"v1\""), bytesOnDisk: 400)
+            resumed.responseArrived(head, for: .range(from: 400, ifRange: "\"v1\""))
                 == .writeRange(offset: 400, skip: 0, length: 100)
         )
         #expect(resumed.wroteRange(upTo: 500) == .send(.range(from: 500, ifRange: "\"v1\""), discardFirst: false))
@@ -113,7 +112,7 @@ struct DownloadStateMachineTests {
         var resumed = machine(bytes: 1000, total: 1000, validator: etag)
         let head = response(416, ["ETag": "\"v1\"", "Content-Range": "bytes */1000"])
         #expect(
-            resumed.responseArrived(head, for: .range(from: 1000, ifRange: "\"v1\""), bytesOnDisk: 1000) == .complete
+            resumed.responseArrived(head, for: .range(from: 1000, ifRange: "\"v1\"")) == .complete
         )
     }
 
@@ -121,20 +120,21 @@ struct DownloadStateMachineTests {
         var resumed = machine(bytes: 400, total: 1000, validator: etag)
         // A 416 whose length is not the one on disk: the file changed.
         let head = response(416, ["Content-Range": "bytes */2000"])
-        let action = resumed.responseArrived(head, for: .range(from: 400, ifRange: "\"v1\""), bytesOnDisk: 400)
-        #expect(action == .restart(then: .send(.full, discardFirst: false)))
-        #expect(resumed.restarts == 1)
+        let action = resumed.responseArrived(head, for: .range(from: 400, ifRange: "\"v1\""))
+        #expect(action == .restart(.unsatisfiableRange))
         #expect(resumed.planner.partial.bytesOnDisk == 0)
+        #expect(resumed.restarts == 0, "counted once the owner has emptied the file")
+        #expect(resumed.restarted() == .send(.full, discardFirst: false))
+        #expect(resumed.restarts == 1)
     }
 
     @Test func a200ToARangeReplacesTheBytesFromTheStart() {
         var resumed = machine(bytes: 400, total: 1000, validator: etag)
         let head = response(200, ["ETag": "\"v2\"", "Content-Length": "1200"])
         guard
-            case .writeFromStart(1200, let restart?, .no) = resumed.responseArrived(
+            case .writeFromStart(1200, let restart?) = resumed.responseArrived(
                 head,
-                for: .range(from: 400, ifRange: "\"v1\""),
-                bytesOnDisk: 400
+                for: .range(from: 400, ifRange: "\"v1\"")
             )
         else {
             Issue.record("a 200 to a range must write from the start, as a restart")
@@ -146,12 +146,16 @@ struct DownloadStateMachineTests {
     @Test func restartsAreBounded() {
         var resumed = machine(bytes: 400, total: 1000, validator: etag)
         let changed = response(416, ["Content-Range": "bytes */2000"])
-        var last: DownloadStateMachine.ResponseAction?
+        var last: DownloadStateMachine.Action?
         for _ in 0...3 {
             resumed.recordWritten(upTo: 400)
-            last = resumed.responseArrived(changed, for: .range(from: 400, ifRange: "\"v1\""), bytesOnDisk: 400)
+            #expect(
+                resumed.responseArrived(changed, for: .range(from: 400, ifRange: "\"v1\""))
+                    == .restart(.unsatisfiableRange)
+            )
+            last = resumed.restarted()
         }
-        guard case .restart(.fail(let error))? = last else {
+        guard case .fail(let error)? = last else {
             Issue.record("the fourth restart must fail: \(String(describing: last))")
             return
         }
@@ -163,13 +167,10 @@ struct DownloadStateMachineTests {
 
     @Test func aSplittableFirstResponseIsSplitIntoTheConnectionsWanted() {
         var wanted = machine(connections: 4)
-        guard
-            case .writeFromStart(8_000_000, nil, .into(let plan, let validator)) = wanted.responseArrived(
-                splittable(),
-                for: .full,
-                bytesOnDisk: 0
-            )
-        else {
+        #expect(
+            wanted.responseArrived(splittable(), for: .full) == .writeFromStart(expectedLength: 8_000_000, restart: nil)
+        )
+        guard case .into(let plan, let validator) = wanted.split(splittable(), length: 8_000_000) else {
             Issue.record("a splittable response must be split")
             return
         }
@@ -190,12 +191,9 @@ struct DownloadStateMachineTests {
         ]
         for (headers, why) in cases {
             var wanted = machine(connections: 4)
-            guard
-                case .writeFromStart(_, _, .refused(let reason)) = wanted.responseArrived(
-                    response(200, headers),
-                    for: .full,
-                    bytesOnDisk: 0
-                )
+            let head = response(200, headers)
+            guard case .writeFromStart(let length, nil) = wanted.responseArrived(head, for: .full),
+                case .refused(let reason) = wanted.split(head, length: length)
             else {
                 Issue.record("\(headers) must be refused")
                 continue
@@ -207,14 +205,14 @@ struct DownloadStateMachineTests {
     @Test func oneConnectionNeverSplits() {
         var one = machine(connections: 1)
         #expect(
-            one.responseArrived(splittable(), for: .full, bytesOnDisk: 0)
-                == .writeFromStart(expected: 8_000_000, restart: nil, split: .no)
+            one.responseArrived(splittable(), for: .full) == .writeFromStart(expectedLength: 8_000_000, restart: nil)
         )
+        #expect(one.split(splittable(), length: 8_000_000) == .no)
     }
 
     @Test func afterARangeWasIgnoredTheDownloadNeverSplitsAgain() {
         var wanted = machine(connections: 4)
-        _ = wanted.responseArrived(splittable(), for: .full, bytesOnDisk: 0)
+        _ = wanted.responseArrived(splittable(), for: .full)
         wanted.splitStarted()
         #expect(
             wanted.segmentsAbandoned(reason: "the server answered a range with the whole file", rangesIgnored: true)
@@ -223,21 +221,21 @@ struct DownloadStateMachineTests {
         #expect(!wanted.isSplit)
         #expect(wanted.next(bytesOnDisk: 0) == .send(.full, discardFirst: false))
         #expect(
-            wanted.responseArrived(splittable(), for: .full, bytesOnDisk: 0)
-                == .writeFromStart(expected: 8_000_000, restart: nil, split: .no)
+            wanted.responseArrived(splittable(), for: .full) == .writeFromStart(expectedLength: 8_000_000, restart: nil)
         )
+        #expect(wanted.split(splittable(), length: 8_000_000) == .no)
     }
 
     @Test func aFileThatChangedUnderItsSegmentsStartsOverAndMaySplitAgain() {
         var wanted = machine(connections: 4)
-        _ = wanted.responseArrived(splittable(), for: .full, bytesOnDisk: 0)
+        _ = wanted.responseArrived(splittable(), for: .full)
         wanted.splitStarted()
         #expect(
             wanted.segmentsAbandoned(reason: "changed", rangesIgnored: false)
                 == .startOver(reason: "changed", rangesIgnored: false)
         )
-        guard case .writeFromStart(_, _, .into) = wanted.responseArrived(splittable(), for: .full, bytesOnDisk: 0)
-        else {
+        _ = wanted.responseArrived(splittable(), for: .full)
+        guard case .into = wanted.split(splittable(), length: 8_000_000) else {
             Issue.record("a changed file may be split again")
             return
         }
@@ -266,8 +264,7 @@ struct DownloadStateMachineTests {
         var resumed = machine(bytes: 0, total: nil, validator: etag)
         _ = resumed.responseArrived(
             response(200, ["ETag": "\"v1\"", "Content-Length": "1000"]),
-            for: .full,
-            bytesOnDisk: 0
+            for: .full
         )
         let cut = FerryError(.network, "reset")
         #expect(resumed.failed(cut, bytesOnDisk: 300, cancelled: false) == .wait(attempt: 1, delay: 0, after: cut))

@@ -8,9 +8,10 @@ import Foundation
 /// ## Events and actions
 /// - ``next(bytesOnDisk:)`` — what to do now: continue the segments of a split download,
 ///   or send the planner's next request (discarding bytes no request can continue).
-/// - ``responseArrived(_:for:bytesOnDisk:)`` — a response head, judged before a byte of its
-///   body is written: fail, restart, complete, write from the start (perhaps split across
-///   connections), or write a range.
+/// - ``responseArrived(_:for:)`` — a response head, judged by the planner before a byte of
+///   its body is written (one ``ResumePlanner/ResponseAction``): fail, restart (then
+///   ``restarted()``), complete, write from the start (``split(_:length:)`` says whether
+///   across connections), or write a range.
 /// - ``splitStarted()``, ``wroteFromStart(upTo:)``, ``wroteRange(upTo:)``,
 ///   ``segmentsCompleted()`` — the body (or every segment) was written.
 /// - ``failed(_:bytesOnDisk:cancelled:)`` — wait and retry, or fail.
@@ -53,23 +54,6 @@ struct DownloadStateMachine: Sendable {
         case finish
         /// The download fails with this error; the owner keeps or discards its bytes.
         case fail(FerryError)
-    }
-
-    /// What one response head means, before a byte of its body is written.
-    enum ResponseAction: Sendable, Equatable {
-        /// A status the download cannot use: its body never touches the file. `status`: the
-        /// error is about the response's status (read it with its body).
-        case fail(FerryError, status: Bool)
-        /// The answer does not continue the bytes on disk: drain its body, invalidate the
-        /// checkpoint, empty the file (announce offset 0 if it had bytes), then `then`.
-        case restart(then: Action)
-        /// Nothing is missing: drain the body, then finish.
-        case complete
-        /// Write the body from byte 0, `expected` bytes if known; `restart` when it replaces
-        /// bytes of another version. `split` says whether to spread it over connections.
-        case writeFromStart(expected: Int64?, restart: ResumePlanner.RestartReason?, split: Split)
-        /// Write `length` bytes of the body, skipping its first `skip`, at `offset`.
-        case writeRange(offset: Int64, skip: Int64, length: Int64)
     }
 
     /// Whether a body written from the start is split across connections.
@@ -115,26 +99,25 @@ struct DownloadStateMachine: Sendable {
         return .send(plan, discardFirst: discard)
     }
 
-    /// A response head arrived for `plan`, with `bytesOnDisk` in the file.
+    /// A response head arrived for `plan`: the planner's judgement of it, before a byte of
+    /// its body is written. The owner performs it: on `.fail`, a status error is read with
+    /// its body (`error.reason.statusCode` is set) and any other is thrown after the body
+    /// is drained; on `.restart`, it drains the body, empties the file, then asks
+    /// ``restarted()``; on `.writeFromStart`, it asks ``split(_:length:)`` how to write it.
     mutating func responseArrived(
         _ head: HTTPResponse,
-        for plan: ResumePlanner.RequestPlan,
-        bytesOnDisk: Int64
-    ) -> ResponseAction {
-        switch planner.evaluate(head, for: plan) {
-        case .fail(let error):
-            return .fail(error, status: error.reason.statusCode != nil)
-        case .restart:
-            planner.reset()
-            return .restart(then: askAgain(bytesOnDisk: 0))
-        case .complete:
-            return .complete
-        case .writeFromStart(let expected, let restart):
-            return .writeFromStart(expected: expected, restart: restart, split: split(head, length: expected))
-        case .writeRange(let offset, let skip, let length):
-            return .writeRange(offset: offset, skip: skip, length: length)
-        }
+        for plan: ResumePlanner.RequestPlan
+    )
+        -> ResumePlanner.ResponseAction
+    {
+        let action = planner.evaluate(head, for: plan)
+        if case .restart = action { planner.reset() }
+        return action
     }
+
+    /// The owner emptied the file after a `.restart` answer: ask again from byte 0, which
+    /// counts as a restart.
+    mutating func restarted() -> Action { askAgain(bytesOnDisk: 0) }
 
     /// The first response's body is being split across connections.
     mutating func splitStarted() { isSplit = true }
@@ -182,21 +165,9 @@ struct DownloadStateMachine: Sendable {
     /// Records the bytes a failed download keeps (a split one: the written prefix).
     mutating func recordWritten(upTo end: Int64) { planner.recordWritten(upTo: end) }
 
-    // MARK: Private
-
-    /// Asks for more after a response: a request from byte 0 counts as a restart.
-    private mutating func askAgain(bytesOnDisk: Int64) -> Action {
-        if planner.nextRequest() == .full, let failure = countRestart() { return failure }
-        return next(bytesOnDisk: bytesOnDisk)
-    }
-
-    private mutating func countRestart() -> Action? {
-        restarts += 1
-        return restarts > configuration.maximumRestarts
-            ? .fail(Self.tooManyRestarts(configuration.maximumRestarts)) : nil
-    }
-
-    private func split(_ head: HTTPResponse, length: Int64?) -> Split {
+    /// How a body written from the start (`length` bytes, if known) is written: on one
+    /// connection, or split as the returned plan says.
+    func split(_ head: HTTPResponse, length: Int64?) -> Split {
         guard configuration.connections > 1, !singleConnection else { return .no }
         if let refusal = Self.splitRefusal(
             head,
@@ -216,6 +187,20 @@ struct DownloadStateMachine: Sendable {
             ),
             validator: validator
         )
+    }
+
+    // MARK: Private
+
+    /// Asks for more after a response: a request from byte 0 counts as a restart.
+    private mutating func askAgain(bytesOnDisk: Int64) -> Action {
+        if planner.nextRequest() == .full, let failure = countRestart() { return failure }
+        return next(bytesOnDisk: bytesOnDisk)
+    }
+
+    private mutating func countRestart() -> Action? {
+        restarts += 1
+        return restarts > configuration.maximumRestarts
+            ? .fail(Self.tooManyRestarts(configuration.maximumRestarts)) : nil
     }
 
     /// Why a first response cannot be split; `nil` when it can.

@@ -317,31 +317,31 @@ extension Downloader {
         segments: inout SegmentRun?
     ) async throws -> DownloadStateMachine.Action {
         let hadBytes = file.length > 0
-        let decision = machine.responseArrived(head, for: plan, bytesOnDisk: file.length)
+        let decision = machine.responseArrived(head, for: plan)
         // Checkpoints describe the bytes as this response continues them; its `invalidate()`
         // removes whatever metadata describes the bytes on disk now, whichever version.
         let checkpoint = checkpoint(file, request: request, planner: machine.planner)
         switch decision {
-        case .fail(let error, let status):
+        case .fail(let error):
             // A status the download cannot use: its body never touches the partial file.
-            if status { throw await FerryError.unacceptableStatus(head, body: body) }
+            if error.reason.statusCode != nil { throw await FerryError.unacceptableStatus(head, body: body) }
             await body.drain()
             throw error
-        case .restart(let then):
+        case .restart(let reason):
             logger.debug(
                 "the server's answer does not continue the bytes on disk: starting over",
-                metadata: ["status": "\(head.statusCode)"]
+                metadata: ["status": "\(head.statusCode)", "why": "\(reason)"]
             )
             await body.drain()
             try checkpoint.invalidate()
             try file.truncate(to: 0)
             if hadBytes { progress.announceOffset(0, total: nil, task: task, force: true) }
-            return then
+            return machine.restarted()
         case .complete:
             await body.drain()
             progress.announceResponse(head, task: task)
             return .finish
-        case .writeFromStart(let expected, let restart, let split):
+        case .writeFromStart(let expected, let restart):
             try BodyReader.SizeLimit.file(configuration.maximumFileSize)?.refuse(announced: expected, head: head)
             // The metadata stops describing the old bytes before any new byte is written:
             // after a crash it must never claim another version's bytes.
@@ -349,7 +349,7 @@ extension Downloader {
             try file.truncate(to: 0)
             progress.announceResponse(head, task: task)
             progress.announceOffset(0, total: expected, task: task, force: restart != nil && hadBytes)
-            switch split {
+            switch machine.split(head, length: expected) {
             case .no:
                 break
             case .refused(let reason):
