@@ -81,6 +81,21 @@ extension HostLimiter {
             state.withLock { $0.held = origin }
         }
 
+        /// Runs `work` with the lease of one of the transfer's connections: this lease for
+        /// connection 0, else one of its own for `connection` (the same scheduler, priority
+        /// and queued report, no reservation), given back however `work` ends. A segmented
+        /// download's further connections take their slots this way, so every lease of a
+        /// transfer is made and given back here or by the transfer itself.
+        func forConnection<Result>(
+            _ connection: Int,
+            _ work: (Lease) async throws -> Result
+        ) async rethrows -> Result {
+            guard connection != self.connection else { return try await work(self) }
+            let lease = Lease(limiter, reservation: nil, priority: priority, connection: connection, queued: queued)
+            defer { lease.release() }
+            return try await work(lease)
+        }
+
         /// Gives the slot back (and a reserved place never used), waking the next waiter.
         func release() {
             let (reservation, held) = state.withLock { state in

@@ -73,27 +73,19 @@ extension Downloader {
         if let first { run.claimFirst(first.start) }
         let abandoned = try await withThrowingTaskGroup(of: SegmentsAbandoned?.self) {
             group -> SegmentsAbandoned? in
-            group.addTask {
-                try await self.segmentWorker(run, request: request, first: first, lease: self.transfer.lease)
-            }
-            for connection in 1..<connections {
+            for connection in 0..<connections {
                 group.addTask {
-                    let lease = HostLimiter.Lease(
-                        self.engine.limiter,
-                        reservation: nil,
-                        priority: self.options.priority,
-                        connection: connection
-                    ) {
-                        [task = self.task] in task.client.setQueued($0)
+                    // Connection 0 is the transfer's own slot; each further one waits for its
+                    // own before it takes a segment.
+                    try await self.transfer.lease.forConnection(connection) { lease in
+                        try await self.segmentWorker(
+                            run,
+                            request: request,
+                            first: connection == 0 ? first : nil,
+                            lease: lease,
+                            slotFirst: connection != 0
+                        )
                     }
-                    defer { lease.release() }
-                    return try await self.segmentWorker(
-                        run,
-                        request: request,
-                        first: nil,
-                        lease: lease,
-                        slotFirst: true
-                    )
                 }
             }
             for try await ended in group {

@@ -181,7 +181,7 @@ extension Downloader {
                     // The body is in: the origin's slot goes to the next task now, not after
                     // the flush, the decoding, the checksum, the delegate's turn with the file
                     // and the move (URLSession frees the connection when the body ends too).
-                    transfer.lease.release()
+                    transfer.stoppedSending()
                     break loop
                 case .fail(let error):
                     throw error

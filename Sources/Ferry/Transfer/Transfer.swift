@@ -119,6 +119,13 @@ final class Transfer: TimeoutChecking {
         return try await work()
     }
 
+    /// The transfer sends nothing more (a download's body is in): its slot goes to the
+    /// next task now, not after the flush, the decoding, the checksum, the delegate's turn
+    /// with the file and the move. The transfer's lease is given back by the transfer alone:
+    /// here, while it waits (``waitBeforeRetry(_:announcing:)``, an interceptor's decision)
+    /// and when it ends.
+    func stoppedSending() { lease.release() }
+
     // MARK: Timeouts
 
     /// Called by the session's ``Watchdog``: stops the transfer with a timeout error when no
