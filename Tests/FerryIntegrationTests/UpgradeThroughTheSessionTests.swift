@@ -106,6 +106,12 @@ struct UpgradeThroughTheSessionTests {
         let refusing = try makeSession { $0.redirectPolicy = .refuse }
         let (_, response) = try await refusing.data(for: request)
         #expect(response.statusCode == 302)
+        // The request loop's cap holds for an upgrade as for any request: one driver runs it.
+        let capped = try makeSession { $0.maximumRedirects = 0 }
+        let task = capped.dataTask(with: request)
+        _ = await resumeCollectingEvents(task)
+        #expect(task.error?.reason == .redirectFailed, "\(String(describing: task.error))")
+        #expect(task.error?.description.contains("maximumRedirects") == true)
     }
 
     @Test func anUpgradeOverTLSAsksTheDelegateAboutTrust() async throws {

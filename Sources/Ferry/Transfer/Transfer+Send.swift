@@ -43,7 +43,7 @@ extension Transfer {
     ) async throws -> FinalResponse {
         let lease = lease ?? self.lease
         let interceptor = configuration.interceptor
-        var loop = RequestLoop(
+        let loop = RequestLoop(
             request: try await adapt(request, with: interceptor),
             body: body,
             reason: origin.client.hasTransactions ? .resume : .initial,
@@ -51,27 +51,56 @@ extension Transfer {
             intercepts: interceptor != nil,
             limits: RequestLoop.Limits(redirects: configuration.maximumRedirects)
         )
-        var action = loop.start()
         // The last hop as it went out: an error response the interceptor declined is
         // delivered after its hop.
         var sent = loop.current.request
+        return try await drive(loop, lease: lease, sentFrom: offset) { hop, loop in
+            try await send(hop, of: loop, lease: lease, decodesDownload: decodesDownload, sent: &sent)
+        } deliver: { head, buffered in
+            // Its hop ended as its body was buffered for the interceptor.
+            FinalResponse(head: head, body: ResponseBody(buffered: buffered), request: sent, ending: nil)
+        }
+    }
+
+    /// Runs `loop` to its end, the one driver of every ``RequestLoop``: it sends each hop
+    /// with `send` (which says what came of it), answers the proxy's challenges, asks the
+    /// interceptor (without the connection slot) and returns the final answer `send` or
+    /// `deliver` made, or throws the loop's error. The request loop's decisions, redirects
+    /// and challenges and retries and their caps, are the loop's alone; the drivers differ
+    /// only in how a hop goes out: ``open(_:body:sentFrom:lease:decodesDownload:)``
+    /// through the engine, ``Upgrader`` on a connection of its own per hop.
+    ///
+    /// - Parameters:
+    ///   - loop: The loop, not started yet.
+    ///   - lease: The slot given back while the interceptor decides.
+    ///   - offset: Where the body starts in what the task sends: a hop that sends the body
+    ///     again starts the task's count of bytes sent there.
+    ///   - send: Sends one hop of the loop; returns the final answer, or the event for the
+    ///     loop (a failure the loop judges is an event, not an error).
+    ///   - deliver: The final answer for an error response the interceptor declined, its
+    ///     body buffered.
+    func drive<Final: ~Copyable>(
+        _ loop: RequestLoop,
+        lease: HostLimiter.Lease,
+        sentFrom offset: Int64,
+        send: (RequestLoop.Hop, RequestLoop) async throws -> HopOutcome<Final>,
+        deliver: (HTTPResponse, CircularBuffer<ByteBuffer>) throws -> Final
+    ) async throws -> Final {
+        var loop = loop
+        let interceptor = configuration.interceptor
+        var action = loop.start()
         while true {
             switch action {
             case .send(let hop):
                 if hop.isRepeat, hop.body != nil { origin.client.resetSentBytes(to: offset) }
                 announceRedirect(of: hop)
-                let outcome = try await send(
-                    hop,
-                    of: loop,
-                    lease: lease,
-                    decodesDownload: decodesDownload,
-                    sent: &sent
-                )
+                let outcome = try await send(hop, loop)
                 switch consume outcome {
-                case .final(let response): return response
+                case .final(let answer): return answer
                 case .event(let event): action = loop.next(after: event)
                 }
             case .answerProxy(let challenge, let failures):
+                // Nothing of the body has gone: the same request is sent again.
                 let authorization = try await authenticateProxy(challenge, failures: failures)
                 if let authorization { engine.setProxyAuthorization(authorization) }
                 action = loop.next(after: .proxyAnswered(authorization != nil))
@@ -85,8 +114,7 @@ extension Transfer {
                 let adapted = try await prepareRetry(decision) ? try await adapt(request, with: interceptor) : nil
                 action = loop.next(after: .interceptorDecided(adapted))
             case .deliver(let head, let buffered):
-                // Its hop ended as its body was buffered for the interceptor.
-                return FinalResponse(head: head, body: ResponseBody(buffered: buffered), request: sent, ending: nil)
+                return try deliver(head, buffered)
             case .fail(let error):
                 throw error
             }
@@ -130,7 +158,7 @@ extension Transfer {
         lease: HostLimiter.Lease,
         decodesDownload: Bool,
         sent: inout URLRequest
-    ) async throws -> HopOutcome {
+    ) async throws -> HopOutcome<FinalResponse> {
         try await origin.client.waitWhilePaused()
         guard let url = hop.request.url else { throw FerryError(.invalidURL, "The request has no URL.") }
         var currentRequest = outgoingRequest(of: hop, in: loop, to: url)
@@ -211,7 +239,7 @@ extension Transfer {
 
     /// Whether `head` sends `hop` on: again with credentials (a `401` the session can
     /// answer), or to a redirect's target as the policy and delegate allow; `nil` when the
-    /// response is the request's last. Shared by the request loop and the upgrade's own.
+    /// response is the request's last. Shared by both hop senders (the engine's and the upgrade's).
     ///
     /// - Throws: ``FerryError/Reason/bodyNotReplayable`` when credentials are asked for a
     ///   one-shot body; the authentication and redirect steps' errors.
@@ -284,8 +312,9 @@ extension HTTPResponse {
     }
 }
 
-/// What one hop came to: the final response, or an event for the request loop.
-enum HopOutcome: ~Copyable {
-    case final(FinalResponse)
+/// What one hop came to: the final answer (a response still to be read, or what an upgrade
+/// became), or an event for the request loop.
+enum HopOutcome<Final: ~Copyable>: ~Copyable {
+    case final(Final)
     case event(RequestLoop.Event)
 }

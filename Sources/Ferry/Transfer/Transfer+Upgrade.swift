@@ -30,7 +30,7 @@ extension Upgrader {
     /// redirects as its policies say — and, once the server switches protocols, hands the
     /// connection to a ``StreamTask``.
     func upgrade(_ request: URLRequest) async throws -> TaskOutcome {
-        var loop = RequestLoop(
+        let loop = RequestLoop(
             request: request,
             body: try RequestBody.of(request),
             reason: .initial,
@@ -38,96 +38,88 @@ extension Upgrader {
             intercepts: false,
             limits: RequestLoop.Limits(redirects: configuration.maximumRedirects)
         )
-        let connecting = request.method == .connect
-        var action = loop.start()
-        while true {
-            let hop: RequestLoop.Hop
-            switch action {
-            case .send(let next):
-                hop = next
-                transfer.announceRedirect(of: hop)
-            case .answerProxy(let challenge, let failures):
-                // The proxy asked for credentials before the tunnel opened: answer, then send
-                // the same request again (nothing of its body has gone).
-                let authorization = try await transfer.authenticateProxy(challenge, failures: failures)
-                if let authorization { transfer.engine.setProxyAuthorization(authorization) }
-                action = loop.next(after: .proxyAnswered(authorization != nil))
-                continue
-            case .fail(let error):
-                throw error
-            case .askInterceptor, .deliver:
-                // An upgrade has no interceptor.
-                throw FerryError(.invalidRequest, "The upgrade's request loop asked for an interceptor.")
-            }
-            try await origin.client.waitWhilePaused()
-            guard let url = hop.request.url else { throw FerryError(.invalidURL, "The request has no URL.") }
-            let outgoing = transfer.outgoingRequest(of: hop, in: loop, to: url)
-            // Each hop is a transaction of the task's metrics, as a request's hop is.
-            var transaction = TransactionMetrics(
-                request: outgoing,
-                reason: hop.reason,
-                fetchStartDate: Date(),
-                countOfRequestBodyBytesSent: 0,
-                countOfResponseBodyBytesReceived: 0
-            )
-            transaction.networkProtocolName = "http/1.1"
-            defer {
-                transaction.responseEndDate = Date()
-                origin.client.record(transaction)
-            }
-            if hop.isRepeat, hop.body != nil { origin.client.resetSentBytes() }
-            let connection: StreamConnection
-            let exchanged: (head: ResponseHeadParser.Head, rest: ByteBuffer)
-            do {
-                connection = try makeConnection(for: outgoing)
-                exchanged = try await exchange(outgoing, body: hop.body, on: connection, metrics: &transaction)
-            } catch let challenge as ProxyChallenge {
-                let failure = FerryError.mapping(challenge)
-                action = loop.next(after: .failed(challenge, failure, responded: false, cancelled: Task.isCancelled))
-                continue
-            }
-            let (parsed, rest) = exchanged
-            let response = HTTPResponse(
-                url: url,
-                statusCode: parsed.statusCode,
-                reasonPhrase: parsed.reasonPhrase,
-                headers: HeaderFields(parsed.fields),
-                httpVersion: parsed.version
-            )
-            transfer.logger.logHead(of: response)
-            transaction.response = response
-            configuration.cookieStore?.store(setCookieFields: response.headers.values(for: "Set-Cookie"), from: url)
-            do {
-                let switched = connecting ? (200..<300).contains(response.statusCode) : response.statusCode == 101
-                if switched, let dataTask = origin as? DataTask {
-                    origin.client.didReceive(response: response)
-                    connection.unread(rest)
-                    guard origin.client.transferWillFinish() else { throw CancellationError() }
-                    try dataTask.continueAsStream(on: connection, in: session)
-                    return .becameStreamTask
-                }
-                var sent = hop
-                sent.request = outgoing
-                if !connecting, let followUp = try await transfer.followUp(after: response, of: sent, in: loop) {
-                    connection.close()
-                    action = loop.next(after: .followUp(followUp))
-                    continue
-                }
+        // The request loop's one driver: redirects, challenges, the proxy's challenge and
+        // their caps are decided as for any request; only the hop goes out differently.
+        return try await transfer.drive(loop, lease: transfer.lease, sentFrom: 0) { hop, loop in
+            try await send(hop, of: loop)
+        } deliver: { _, _ in
+            // An upgrade has no interceptor, so the loop never delivers a declined response.
+            throw FerryError(.invalidRequest, "The upgrade's request loop delivered an interceptor's response.")
+        }
+    }
+
+    /// Sends one hop on a connection of its own and says what came of it: the task's
+    /// outcome (the connection handed to a stream task, or the response's body as data), or
+    /// the event for the loop (a follow-up, or the proxy's challenge).
+    private func send(_ hop: RequestLoop.Hop, of loop: RequestLoop) async throws -> HopOutcome<TaskOutcome> {
+        let connecting = hop.request.method == .connect
+        try await origin.client.waitWhilePaused()
+        guard let url = hop.request.url else { throw FerryError(.invalidURL, "The request has no URL.") }
+        let outgoing = transfer.outgoingRequest(of: hop, in: loop, to: url)
+        // Each hop is a transaction of the task's metrics, as a request's hop is.
+        var transaction = TransactionMetrics(
+            request: outgoing,
+            reason: hop.reason,
+            fetchStartDate: Date(),
+            countOfRequestBodyBytesSent: 0,
+            countOfResponseBodyBytesReceived: 0
+        )
+        transaction.networkProtocolName = "http/1.1"
+        defer {
+            transaction.responseEndDate = Date()
+            origin.client.record(transaction)
+        }
+        let connection: StreamConnection
+        let exchanged: (head: ResponseHeadParser.Head, rest: ByteBuffer)
+        do {
+            connection = try makeConnection(for: outgoing)
+            exchanged = try await exchange(outgoing, body: hop.body, on: connection, metrics: &transaction)
+        } catch let challenge as ProxyChallenge {
+            // The proxy's 407 surfaces from the connection as an error; here, at its one
+            // boundary, it becomes the loop's event.
+            let failure = FerryError.mapping(challenge)
+            return .event(.failed(challenge, failure, responded: false, cancelled: Task.isCancelled))
+        }
+        let (parsed, rest) = exchanged
+        let response = HTTPResponse(
+            url: url,
+            statusCode: parsed.statusCode,
+            reasonPhrase: parsed.reasonPhrase,
+            headers: HeaderFields(parsed.fields),
+            httpVersion: parsed.version
+        )
+        transfer.logger.logHead(of: response)
+        transaction.response = response
+        configuration.cookieStore?.store(setCookieFields: response.headers.values(for: "Set-Cookie"), from: url)
+        do {
+            let switched = connecting ? (200..<300).contains(response.statusCode) : response.statusCode == 101
+            if switched, let dataTask = origin as? DataTask {
                 origin.client.didReceive(response: response)
-                let data = try await readBody(
-                    of: parsed,
-                    method: outgoing.method.rawValue,
-                    after: rest,
-                    from: connection
-                )
-                transaction.countOfResponseBodyBytesReceived = Int64(data.count)
-                connection.close()
+                connection.unread(rest)
                 guard origin.client.transferWillFinish() else { throw CancellationError() }
-                return .data(data)
-            } catch {
-                connection.close()
-                throw error
+                try dataTask.continueAsStream(on: connection, in: session)
+                return .final(.becameStreamTask)
             }
+            var sent = hop
+            sent.request = outgoing
+            if !connecting, let followUp = try await transfer.followUp(after: response, of: sent, in: loop) {
+                connection.close()
+                return .event(.followUp(followUp))
+            }
+            origin.client.didReceive(response: response)
+            let data = try await readBody(
+                of: parsed,
+                method: outgoing.method.rawValue,
+                after: rest,
+                from: connection
+            )
+            transaction.countOfResponseBodyBytesReceived = Int64(data.count)
+            connection.close()
+            guard origin.client.transferWillFinish() else { throw CancellationError() }
+            return .final(.data(data))
+        } catch {
+            connection.close()
+            throw error
         }
     }
 
