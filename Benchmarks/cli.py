@@ -17,7 +17,8 @@ Scenarios:
                  `curl -Z --parallel-max 6 --remote-name-all`.
   12 many http   1 KiB files over plain HTTP from nginx, 1,000, 10,000 and 50,000 of them:
                  `ferry get -i LIST -Z --parallel-max 16` vs `curl -Z --parallel-max 16`
-                 (the same URLs in a config file) and `aria2c -i LIST -j 16`.
+                 (the same URLs in a config file) and `aria2c -i LIST -j 16`; with
+                 BIN_DIR/bench-ahc, raw AsyncHTTPClient (Ferry's transport) on the same list.
   13 disk        1 GiB from nginx into a directory on disk: ferry get vs curl, the page cache
                  written back (`sync`) before each run; fsync calls counted with strace.
   14 mod_http2   256 MiB over HTTPS from Apache httpd's mod_http2: ferry get vs
@@ -41,6 +42,8 @@ bin_dir, runs = sys.argv[1], int(sys.argv[2])
 # FERRY_CLI_SCENARIOS=13,14 runs only those (default: all four).
 only = set(os.environ.get("FERRY_CLI_SCENARIOS", "11,12,13,14,15").split(","))
 ferry = os.path.abspath(os.path.join(bin_dir, "ferry"))
+# Benchmarks/Sources/bench-ahc, built by Benchmarks/run: scenario 12's floor of the transport.
+ahc = os.path.abspath(os.path.join(bin_dir, "bench-ahc"))
 work = tempfile.mkdtemp(prefix="ferry-cli-bench.", dir="/dev/shm")
 disk = sys.argv[3] if len(sys.argv) > 3 else os.path.abspath(".build/cli-bench-disk")
 targets = []  # (scenario, target, measured, met)
@@ -224,6 +227,10 @@ if "12" in only:
             "aria2c -i -j 16": (["aria2c", "-q", "-j16", "-x1", "-s1", "--allow-overwrite=true",
                                  "--file-allocation=none", "-i", plain], here, server),
         }
+        if os.path.exists(ahc):
+            # The transport alone: AsyncHTTPClient fetching the same list into files, 16 at a
+            # time, with none of a task's work (no resume data, no lock, no partial file).
+            commands["raw AsyncHTTPClient, 16 at a time"] = ([ahc, "many", plain, here, "16"], here, server)
         rows, opened = alternate(commands, lambda name: identical_files(here, count, small_expected)
                                  or sys.exit(f"{name}: not {count:,} identical files"), lambda: empty(here))
         table(f"12. {count:,} × 1 KiB over HTTP from a list, 16 at a time",
@@ -233,9 +240,12 @@ if "12" in only:
               ("connections", opened))
         ratio = median(rows, "ferry get -i -Z") / median(rows, "curl -Z -K")
         rss[count] = median(rows, "ferry get -i -Z", 2)
+        transport = "raw AsyncHTTPClient, 16 at a time"
+        floor = (f", {median(rows, transport) / median(rows, 'curl -Z -K'):.2f}× for AsyncHTTPClient alone"
+                 if transport in rows else "")
         targets.append((f"CLI {count:,} × 1 KiB, -i -Z", "≤ 1.0× curl",
                         f"{ratio:.2f}× curl ({median(rows, 'ferry get -i -Z') / median(rows, 'aria2c -i -j 16'):.2f}× "
-                        f"aria2c), {rss[count]:.1f} MiB", ratio <= 1.0))
+                        f"aria2c{floor}), {rss[count]:.1f} MiB", ratio <= 1.0))
     server.stop()
     limit = 2 * rss[1_000] + 20
     targets.append(("CLI peak RSS at 50,000 files", f"≤ 2 × RSS at 1,000 + 20 MiB ({limit:.1f})",
