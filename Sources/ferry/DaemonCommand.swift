@@ -28,12 +28,24 @@ struct DaemonOptions: ParsableArguments {
     var locations: BackgroundLocations { BackgroundLocations(stateDirectory: stateDirectory, socket: socket) }
     var client: BackgroundClient { BackgroundClient(socket: locations.socket) }
 
+    /// Whether a command may start a daemon when none answers: only for a socket and state
+    /// directory that go together — the defaults, a state directory given (with its socket
+    /// or the one given beside it). A socket given alone (`--socket`, `FERRY_SOCKET`) says
+    /// nothing of the state directory of the daemon that owns it: a daemon started with the
+    /// default one would be a second daemon, with a store of its own, on that socket.
+    var mayStartDaemon: Bool {
+        let environment = ProcessInfo.processInfo.environment
+        let socketNamed = socket != nil || !(environment["FERRY_SOCKET"] ?? "").isEmpty
+        let stateNamed = stateDirectory != nil || !(environment["FERRY_STATE_DIR"] ?? "").isEmpty
+        return !socketNamed || stateNamed
+    }
+
     /// A client of a daemon that answers: the running one, else one started now (as
-    /// `ferry add` starts it). A daemon that is still binding its socket (just restarted, or
-    /// started by another command a moment ago) is waited for as long as a start may take,
-    /// rather than failing at once.
+    /// `ferry add` starts it, when ``mayStartDaemon``). A daemon that is still binding its
+    /// socket (just restarted, or started by another command a moment ago) is waited for as
+    /// long as a start may take, rather than failing at once, and never doubled.
     func answeringClient() async throws -> BackgroundClient {
-        try await BackgroundDaemonLauncher.ensureRunning(locations)
+        try await BackgroundDaemonLauncher.ensureRunning(locations, start: mayStartDaemon)
         return client
     }
 }
@@ -44,7 +56,8 @@ struct DaemonCommand: AsyncParsableCommand {
         commandName: "daemon",
         abstract: "Run the background daemon (in the foreground, for service managers and tests).",
         discussion: """
-            One daemon per state directory: it owns the downloads added with `ferry add` and by \
+            One daemon per state directory and per socket (a second one for either stops at once, \
+            naming the owner): it owns the downloads added with `ferry add` and by \
             background sessions, keeps them in SQLite (ferry.sqlite, WAL) and continues them from \
             their last checkpoint after any crash. It answers on a Unix socket only its user can \
             open. SIGTERM or SIGINT drains it: every transfer writes its last checkpoint and continues \
@@ -125,6 +138,8 @@ struct DaemonCommand: AsyncParsableCommand {
                     "A daemon already runs for \(locations.stateDirectory.path)."
                 )
             }
+            // One daemon per socket too, for the daemon's whole life.
+            let socketClaim = try SocketClaim.claim(locations.socket, stateDirectory: locations.stateDirectory)
             var options = BackgroundDaemon.Options(stateDirectory: locations.stateDirectory)
             options.globalLimit = max(1, globalLimit)
             options.perHostLimit = max(1, perHostLimit)
@@ -168,7 +183,7 @@ struct DaemonCommand: AsyncParsableCommand {
             )
             try await group.run()
             try? FileManager.default.removeItem(at: WebCommand.addressFile(locations))
-            withExtendedLifetime(lock) {}
+            withExtendedLifetime((lock, socketClaim)) {}
         } catch {
             ExitStatus.exit(with: error)
         }

@@ -114,7 +114,7 @@ struct AddCommand: AsyncParsableCommand {
             }
             try complete(&request, headers: headers)
             request.connections = split
-            try await BackgroundDaemonLauncher.ensureRunning(daemon.locations, start: !noStart)
+            try await BackgroundDaemonLauncher.ensureRunning(daemon.locations, start: !noStart && daemon.mayStartDaemon)
             let task = try await daemon.client.add(request)
             print(task.id ?? 0)
         } catch let error as ValidationError {
@@ -178,7 +178,7 @@ extension AddCommand {
                 request.checksum = job.checksum
                 requests.append(request)
             }
-            try await BackgroundDaemonLauncher.ensureRunning(daemon.locations, start: !noStart)
+            try await BackgroundDaemonLauncher.ensureRunning(daemon.locations, start: !noStart && daemon.mayStartDaemon)
             for request in requests { print(try await daemon.client.add(request).id ?? 0) }
         } catch let error as ValidationError {
             FileHandle.standardError.write(Data("ferry: \(error.message)\n".utf8))

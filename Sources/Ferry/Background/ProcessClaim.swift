@@ -24,6 +24,33 @@ package final class ProcessClaim: Sendable {
         self.descriptor = Mutex(descriptor)
     }
 
+    /// Writes `text` as the lock file's whole content, for others to read while the claim is
+    /// held (``holder(of:)``): who holds it.
+    package func record(_ text: String) throws(FerryError) {
+        let written: Bool = descriptor.withLock { descriptor in
+            guard let descriptor, ftruncate(descriptor, 0) == 0 else { return false }
+            let bytes = Array(text.utf8)
+            return bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) } == bytes.count
+        }
+        guard written else { throw FileSystem.error("Cannot record the holder of a lock") }
+    }
+
+    /// What the holder of `file`'s claim recorded (``record(_:)``; empty before it did), or
+    /// `nil` when nobody holds it (or the file cannot be read).
+    package static func holder(of file: URL) -> String? {
+        let descriptor = file.path.withCString { open($0, O_RDONLY | O_CLOEXEC) }
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        // A shared lock taken at once means no exclusive one is held.
+        if flock(descriptor, LOCK_SH | LOCK_NB) == 0 {
+            _ = flock(descriptor, LOCK_UN)
+            return nil
+        }
+        var bytes = [UInt8](repeating: 0, count: 4096)
+        let count = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, 0) }
+        return String(decoding: bytes.prefix(max(0, count)), as: UTF8.self)
+    }
+
     /// Lets the claim go (at once; later calls do nothing).
     package func release() {
         if let descriptor = descriptor.withLock({ $0.take() }) { Self.close(descriptor) }
