@@ -63,6 +63,9 @@ package actor BackgroundDaemon {
     private var wake: Task<Void, Never>?
     /// Set by ``drain()``: no transfer starts any more.
     private var draining = false
+    /// Ends since the retention was last applied, and when it was.
+    private var endsSincePrune = 0
+    private var lastPrune = ContinuousClock.now
 
     package init(options: Options) throws {
         store = try BackgroundStore(directory: options.stateDirectory)
@@ -84,7 +87,7 @@ package actor BackgroundDaemon {
 
     /// Picks up where the last run stopped, then schedules.
     package func start() throws {
-        for task in try store.tasks() where task.state == .running {
+        for task in try store.tasks(in: .running) {
             // Left `running` by the last run (not one a request started since this began).
             guard let id = task.id, running[id] == nil else { continue }
             logger.info("task \(id) was running when the last run stopped: queued again")
@@ -104,7 +107,26 @@ package actor BackgroundDaemon {
     private func prune() throws {
         for (session, date) in attached { try store.sessionAttached(session, at: date) }
         try store.prune(retention)
+        endsSincePrune = 0
+        lastPrune = .now
     }
+
+    /// Prunes after a task's end only once enough ends came since the last time (an eighth
+    /// of the finished tasks kept, at most ``pruneEvery``) or ``pruneInterval`` passed: the
+    /// retention goes over every finished task, which an end must not pay each time. The
+    /// store keeps at most an eighth more finished tasks than the retention says meanwhile
+    /// (`--keep-finished 2`: pruned at every end, as before).
+    private func pruneIfDue() throws {
+        endsSincePrune += 1
+        let every = min(Self.pruneEvery, max(1, retention.maximumFinishedTasks / 8))
+        guard endsSincePrune >= every || ContinuousClock.now - lastPrune >= Self.pruneInterval else { return }
+        try prune()
+    }
+
+    /// Ends between two prunings, at most.
+    static let pruneEvery = 256
+    /// Time between two prunings after ends, at most.
+    static let pruneInterval: Duration = .seconds(60)
 
     /// `ferry clean`: removes every finished task (of `session`, or of all) now.
     package func clean(session: String?) throws -> Int {
@@ -203,7 +225,10 @@ package actor BackgroundDaemon {
 
     private func schedule() throws {
         guard !draining else { return }
-        let queued = try store.tasks().filter { $0.state == .queued }
+        // The head of the queue, through its indexes: an add or an end costs the same with
+        // ten tasks stored or a million (BackgroundStore+Queue.swift).
+        let now = Date()
+        let queued = try store.queueHead(now: now, free: max(0, scheduler.limit - running.count))
         let decision = scheduler.decide(
             queued: queued.compactMap { task in
                 task.id.map {
@@ -216,7 +241,7 @@ package actor BackgroundDaemon {
                 }
             },
             running: running.count,
-            now: Date()
+            now: now
         )
         for id in decision.start {
             guard let task = queued.first(where: { $0.id == id }) else { continue }
@@ -328,7 +353,7 @@ package actor BackgroundDaemon {
             do {
                 try recordEnd(id, transfer: transfer, reason: reason)
                 unrecorded[id] = nil
-                try? prune()
+                try? pruneIfDue()
                 break
             } catch {
                 // A locked or full store: say so, and try again; a task left `running` in the

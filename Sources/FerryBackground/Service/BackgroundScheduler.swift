@@ -36,7 +36,8 @@ package struct BackgroundScheduler: Sendable, Equatable {
     package init(limit: Int) { self.limit = max(1, limit) }
 
     /// - Parameters:
-    ///   - queued: the waiting tasks (ids increase with age).
+    ///   - queued: the waiting tasks (ids increase with age): the whole queue, or its head as
+    ///     `BackgroundStore.queueHead(now:free:)` reads it, over which the decision is the same.
     ///   - running: how many run now.
     ///   - now: the time to decide at.
     package func decide(queued: [Candidate], running: Int, now: Date) -> Decision {

@@ -10,7 +10,7 @@ import GRDB
 /// moment leaves either the state before or the state after it. Safe to use from any
 /// thread; the database serializes writers.
 package final class BackgroundStore: Sendable {
-    private let database: DatabasePool
+    let database: DatabasePool
     /// Rings after every event recorded (``finish(_:as:detail:)``).
     package let events = EventBell()
 
@@ -97,6 +97,8 @@ package final class BackgroundStore: Sendable {
                 table.add(column: "checksum", .text)
             }
         }
+        // The queue read through indexes (BackgroundStore+Queue.swift), not the whole table.
+        migrator.registerMigration("v4") { db in try createQueueIndexes(db) }
         return migrator
     }
 
