@@ -10,6 +10,11 @@ import Logging
 /// flush). A crash loses what arrived since the last checkpoint that finished: at most one
 /// interval and the time one checkpoint takes. A split download's connections checkpoint
 /// their plan every ``interval`` or ``bytes`` (``segmentRecorder(_:)``).
+///
+/// That bound is for a power loss. A process that dies (`kill -9`, a crash) loses less:
+/// within the same boot the bytes it wrote stay in the file, and resume data names the boot
+/// it was written in (``ResumeData/bootID``), so a continuation in that boot keeps them
+/// (one connection; ``firstRecord()`` covers the time before the first checkpoint).
 struct Checkpoint {
     /// How often a download records what it has on disk.
     static let interval: Duration = .seconds(1)
@@ -46,6 +51,27 @@ struct Checkpoint {
             try recorder.record(resumeData, trace: ["bytes-on-disk": "\(length)"])
         }
     }
+
+    /// The first record of a body written from byte 0, made once ``firstRecordBytes`` are
+    /// written, before the first checkpoint is due: resume data that claims no byte
+    /// (nothing is flushed yet, so a power loss can take nothing it claims) but names the
+    /// version, the partial file and this boot. A process killed before its first
+    /// checkpoint is then continued, in the same boot, from the bytes it wrote
+    /// (``ResumeData/keepsWrittenBytes``) instead of from nothing. Bodies shorter than
+    /// ``firstRecordBytes`` never make one. `nil` when checkpoints are off or the machine
+    /// has no boot id.
+    func firstRecord() -> (@Sendable () throws -> Void)? {
+        guard enabled, FileSystem.bootID != nil else { return nil }
+        let (template, recorder) = (template, recorder())
+        return {
+            var resumeData = template
+            resumeData.bytesOnDisk = 0
+            try recorder.record(resumeData, trace: ["bytes-on-disk": "0", "first-record": "true"])
+        }
+    }
+
+    /// How much of a body from byte 0 is written before its ``firstRecord()``.
+    static let firstRecordBytes: Int64 = 4 << 20
 
     /// Records a split download's plan through `writer` (safe to call from any of its
     /// connections): the file flushed, then resume data whose `bytesOnDisk` is the plan's

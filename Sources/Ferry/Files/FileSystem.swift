@@ -272,6 +272,18 @@ package enum FileSystem {
 
     /// `0666` less the process's umask, read without changing it (`umask(2)` would be a
     /// process-wide race); 0644 when it cannot be read.
+    /// This boot of the machine (Linux's `/proc/sys/kernel/random/boot_id`), `nil` where
+    /// there is none. Within one boot, bytes a process wrote to a file stay readable after
+    /// the process dies however it dies (`kill -9` included): only a crash of the kernel
+    /// or a power loss drops what was not flushed.
+    static let bootID: String? = {
+        guard let text = try? String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8) else {
+            return nil
+        }
+        let id = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        return id.isEmpty ? nil : id
+    }()
+
     static let userFileMode: mode_t = {
         let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
         for line in status.split(separator: "\n") where line.hasPrefix("Umask:") {

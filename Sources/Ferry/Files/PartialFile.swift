@@ -157,10 +157,12 @@ package final class PartialFile {
     }
 
     /// Reopens a partial file to continue it, keeping its first `keep` bytes (bytes past
-    /// them were never recorded as flushed and are cut off). `nil` when the file is missing,
-    /// shorter than `keep`, not a regular file of this user's, or not named as Ferry names
-    /// partial files: the download must start over.
-    init?(resuming url: URL, keep: Int64) {
+    /// them were never recorded as flushed and are cut off), or with `orAsMuchAs`, as many
+    /// as it has up to that many (never fewer than `keep`): the bytes a process wrote
+    /// before it was killed in this boot (``ResumeData/keepsWrittenBytes``). `nil` when the
+    /// file is missing, shorter than `keep`, not a regular file of this user's, or not
+    /// named as Ferry names partial files: the download must start over.
+    init?(resuming url: URL, keep: Int64, orAsMuchAs longest: Int64? = nil) {
         self.url = url
         path = url.path
         name = url.lastPathComponent
@@ -171,14 +173,18 @@ package final class PartialFile {
         descriptor = openat(opened, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
         var info = stat()
         guard descriptor >= 0, fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG,
-            info.st_uid == geteuid(), Int64(info.st_size) >= keep, ftruncate(descriptor, off_t(keep)) == 0,
-            let identity = FileSystem.Identity(descriptor: descriptor)
+            info.st_uid == geteuid(), Int64(info.st_size) >= keep
         else {
             if descriptor >= 0 { close(descriptor) }
             return nil
         }
+        let kept = longest.map { max(keep, min(Int64(info.st_size), $0)) } ?? keep
+        guard ftruncate(descriptor, off_t(kept)) == 0, let identity = FileSystem.Identity(descriptor: descriptor) else {
+            close(descriptor)
+            return nil
+        }
         self.identity = identity
-        length = keep
+        length = kept
         mayHaveMetadata = true
     }
 

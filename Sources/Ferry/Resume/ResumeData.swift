@@ -49,6 +49,21 @@ public struct ResumeData: Codable, Sendable, Equatable {
     /// segments may still trust.
     public var segments: [Segment]?
 
+    /// The boot of the machine (``FileSystem/bootID``) in which the download wrote this
+    /// resume data. ``bytesOnDisk`` are the bytes flushed to stable storage, which survive a
+    /// power loss; within the same boot, the bytes a process wrote after them survive its
+    /// death too (a `kill -9`, a crash), so a continuation in that boot keeps a
+    /// single-connection partial file as long as it is (``keepsWrittenBytes``). `nil` in
+    /// resume data from before this field, or where there is no boot id: only
+    /// ``bytesOnDisk`` count.
+    var bootID: String?
+
+    /// Whether a continuation may keep the partial file's bytes past ``bytesOnDisk``: one
+    /// connection wrote them in order, in this boot.
+    var keepsWrittenBytes: Bool {
+        segments == nil && bootID != nil && bootID == FileSystem.bootID
+    }
+
     /// The bytes on disk this resume data continues: every segment's, or ``bytesOnDisk``.
     public var bytesKept: Int64 {
         segments?.reduce(0) { $0 + ($1.next - $1.start) } ?? bytesOnDisk

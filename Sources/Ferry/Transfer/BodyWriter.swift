@@ -34,6 +34,8 @@ struct BodyWriter {
         let file = file
         var position = offset + written
         var lastCheckpoint = ContinuousClock.now
+        // A body from byte 0 is first recorded once a few MiB are in (Checkpoint.firstRecord).
+        var recorded = offset > 0
         let aside = checkpoint.map { _ in CheckpointsAside() }
         do {
             try await reader.read(body) { chunk in
@@ -45,6 +47,10 @@ struct BodyWriter {
                     !aside.isBusy, let work = checkpoint.aside(upTo: position), try aside.start(work)
                 {
                     lastCheckpoint = .now
+                    recorded = true
+                } else if !recorded, let checkpoint, let aside, position >= Checkpoint.firstRecordBytes, !aside.isBusy {
+                    recorded = true
+                    if let work = checkpoint.firstRecord() { _ = try aside.start(work) }
                 }
             }
         } catch {

@@ -118,7 +118,7 @@ extension Downloader {
     )
         -> ResumeData
     {
-        ResumeData(
+        var resumeData = ResumeData(
             originalURL: task.originalRequest.url ?? request.url ?? file.url,
             currentURL: request.url ?? file.url,
             method: request.method.rawValue,
@@ -130,5 +130,7 @@ extension Downloader {
             validator: planner.partial.validator,
             partialFile: file.url
         )
+        resumeData.bootID = FileSystem.bootID
+        return resumeData
     }
 }

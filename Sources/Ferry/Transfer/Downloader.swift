@@ -72,11 +72,18 @@ extension Downloader {
         let allowUnvalidated = configuration.allowsUnvalidatedResume || checksum != nil
         var planner = ResumePlanner(allowUnvalidatedResume: allowUnvalidated)
         let file: PartialFile
-        if let resume, let reopened = PartialFile(resuming: resume.partialFile, keep: resume.partialFileLength) {
+        if let resume,
+            let reopened = PartialFile(
+                resuming: resume.partialFile,
+                keep: resume.partialFileLength,
+                // Killed in this boot: what it wrote after its last checkpoint is still there.
+                orAsMuchAs: resume.keepsWrittenBytes ? resume.totalLength ?? .max : nil
+            )
+        {
             file = reopened
             planner = ResumePlanner(
                 partial: .init(
-                    bytesOnDisk: resume.bytesOnDisk,
+                    bytesOnDisk: resume.segments == nil ? reopened.length : resume.bytesOnDisk,
                     totalLength: resume.totalLength,
                     validator: resume.validator
                 ),
