@@ -20,7 +20,8 @@ Scenarios:
                  (the same URLs in a config file) and `aria2c -i LIST -j 16`; with
                  BIN_DIR/bench-ahc, raw AsyncHTTPClient (Ferry's transport) on the same list.
   13 disk        1 GiB from nginx into a directory on disk: ferry get vs curl, the page cache
-                 written back (`sync`) before each run; fsync calls counted with strace.
+                 written back (`sync`) before each run; fsync calls counted with strace; a
+                 `kill -9` half-way, then `ferry get -c`: where it continued.
   14 mod_http2   256 MiB over HTTPS from Apache httpd's mod_http2: ferry get vs
                  curl --http2 (skipped when apache2 is not installed).
   15 allocations heap allocations per file of `ferry get -i LIST -Z` and of curl -Z, counted
@@ -30,6 +31,7 @@ Scenarios:
 import hashlib
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -337,6 +339,31 @@ if "13" in only:
           "whole download (strace -c -f, one more run).", rows, "ferry get")
     ratio = median(rows, "ferry get") / median(rows, "curl")
     targets.append(("CLI 1 GiB to disk", "≤ 1.0× curl", f"{ratio:.2f}× curl, {fsyncs} fsyncs", ratio <= 1.0))
+    # kill -9 half-way, then -c: nginx's log of the continuation's bytes says where it began.
+    written_back()
+    first = subprocess.Popen([ferry, "get", "-q", "-o", destination, url])
+    def partial_size():
+        names = [n for n in os.listdir(disk) if n.endswith(".partial")]
+        return os.path.getsize(os.path.join(disk, names[0])) if names else 0
+    while first.poll() is None:
+        if partial_size() >= os.path.getsize(big) // 2:
+            first.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.002)
+    first.wait()
+    at_kill = partial_size()
+    server.fresh_log()
+    subprocess.run([ferry, "get", "-q", "-c", "-o", destination, url], check=True)
+    whole = sha256(destination) == big_expected
+    sent = sum(int(line.split()[1]) for line in open(server.log) if line.strip())
+    resumed_at = os.path.getsize(big) - sent
+    mib = 1 << 20
+    print(f"\n`kill -9` once half the file was on disk ({at_kill / mib:.1f} MiB written), then `ferry get -c`: "
+          f"continued at {resumed_at / mib:.1f} MiB ({(at_kill - resumed_at) / mib:.1f} MiB fetched twice), "
+          f"the file {'identical' if whole else 'NOT identical'}.")
+    targets.append(("CLI 1 GiB to disk, kill -9 half-way then -c", "continues at the bytes written, identical",
+                    f"{(at_kill - resumed_at) / mib:.1f} MiB fetched twice, {'identical' if whole else 'different'}",
+                    whole and resumed_at == at_kill))
     server.stop()
     shutil.rmtree(disk, ignore_errors=True)
 
