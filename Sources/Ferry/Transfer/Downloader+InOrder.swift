@@ -20,7 +20,8 @@ extension Downloader {
         let request = task.originalRequest
         while true {
             do {
-                try await transfer.send(request, body: nil, decodesDownload: configuration.automaticDecompression) {
+                try await transfer.open(request, body: nil, decodesDownload: configuration.automaticDecompression).read
+                {
                     body,
                     head in
                     try await write(head, body: body, inOrderTo: output, progress: &progress)

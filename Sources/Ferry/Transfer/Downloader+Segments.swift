@@ -131,7 +131,7 @@ extension Downloader {
                 while let (next, end) = run.position(of: start), next < end {
                     var attempt = Self.request(request, for: .range(from: next, ifRange: run.validator.headerValue))
                     attempt.setValue("bytes=\(next)-\(end - 1)", forHTTPHeaderField: "Range")
-                    let abandoned = try await transfer.send(attempt, body: nil, lease: lease) {
+                    let abandoned = try await transfer.open(attempt, body: nil, lease: lease).read {
                         body,
                         head -> SegmentsAbandoned? in
                         switch try await self.check(head, body: body, asked: next, of: run) {

@@ -93,7 +93,19 @@ extension Transfer {
             switch action {
             case .send(let hop):
                 if hop.isRepeat, hop.body != nil { origin.client.resetSentBytes(to: offset) }
-                announceRedirect(of: hop)
+                // The redirect this hop follows, recorded as it is sent (a refused one never
+                // is): the task's current request, its `willRedirect` event, the span, the log.
+                if let response = hop.redirectedBy {
+                    origin.client.setCurrentRequest(hop.request, redirectedBy: response)
+                    telemetry?.redirected(by: response, to: hop.request.url)
+                    logger.debug(
+                        "redirect",
+                        metadata: [
+                            "from": "\(response.url.absoluteString)",
+                            "to": "\(hop.request.url?.absoluteString ?? "")",
+                        ]
+                    )
+                }
                 let outcome = try await send(hop, loop)
                 switch consume outcome {
                 case .final(let answer): return answer
@@ -119,21 +131,6 @@ extension Transfer {
                 throw error
             }
         }
-    }
-
-    /// ``open(_:body:sentFrom:lease:decodesDownload:)``, then `consume` with the response's body and head
-    /// (``FinalResponse/read(_:)``): for the drivers that have no machine of their own to
-    /// feed.
-    func send<Result: Sendable>(
-        _ request: URLRequest,
-        body: RequestBody?,
-        sentFrom offset: Int64 = 0,
-        lease: HostLimiter.Lease? = nil,
-        decodesDownload: Bool = false,
-        consume: (ResponseBody, HTTPResponse) async throws -> Result
-    ) async throws -> Result {
-        try await open(request, body: body, sentFrom: offset, lease: lease, decodesDownload: decodesDownload)
-            .read(consume)
     }
 
     /// `hop`'s request as it goes out: with the cookie store's `Cookie` field for `url`
@@ -275,21 +272,6 @@ extension Transfer {
             return .redirect(next.request, keepsBody: next.keepsBody, from: head)
         }
         return nil
-    }
-
-    /// Records the redirect `hop` follows, if it follows one, as it is sent: the task's
-    /// current request, its `willRedirect` event, the span and the log. A redirect the loop
-    /// refused is never recorded.
-    func announceRedirect(of hop: RequestLoop.Hop) {
-        guard let response = hop.redirectedBy else { return }
-        origin.client.setCurrentRequest(hop.request, redirectedBy: response)
-        telemetry?.redirected(by: response, to: hop.request.url)
-        logger.debug(
-            "redirect",
-            metadata: [
-                "from": "\(response.url.absoluteString)", "to": "\(hop.request.url?.absoluteString ?? "")",
-            ]
-        )
     }
 
 }

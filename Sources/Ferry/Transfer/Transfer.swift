@@ -171,7 +171,7 @@ final class Transfer: TimeoutChecking {
             throw FerryError(.unsupportedConfiguration, "A stream task has no HTTP transfer.")
         case .stream(let sink, let body):
             let request = origin.originalRequest
-            return try await send(request, body: try body ?? RequestBody.of(request)) { body, head in
+            return try await open(request, body: try body ?? RequestBody.of(request)).read { body, head in
                 try await stream(body, head: head, to: sink)
             }
         case .data where Upgrader.leavesHTTP(origin.originalRequest):
@@ -189,7 +189,7 @@ final class Transfer: TimeoutChecking {
             {
                 return try await Uploader(transfer: self).upload(request, body: body)
             }
-            return try await send(request, body: body) { body, head in
+            return try await open(request, body: body).read { body, head in
                 try await DataLoad(transfer: self).consumeInMemory(body, head: head)
             }
         }

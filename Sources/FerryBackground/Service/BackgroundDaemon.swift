@@ -63,9 +63,8 @@ package actor BackgroundDaemon {
     private var wake: Task<Void, Never>?
     /// Set by ``drain()``: no transfer starts any more.
     private var draining = false
-    /// Ends since the retention was last applied, and when it was.
-    private var endsSincePrune = 0
-    private var lastPrune = ContinuousClock.now
+    /// When the retention runs again after ends.
+    private var pruning: PruneSchedule
 
     package init(options: Options) throws {
         store = try BackgroundStore(directory: options.stateDirectory)
@@ -82,6 +81,7 @@ package actor BackgroundDaemon {
         scheduler = BackgroundScheduler(limit: options.globalLimit)
         allowedDirectories = options.allowedDirectories
         retention = options.retention
+        pruning = PruneSchedule(keeps: options.retention.maximumFinishedTasks)
         logger = options.logger
     }
 
@@ -107,26 +107,8 @@ package actor BackgroundDaemon {
     private func prune() throws {
         for (session, date) in attached { try store.sessionAttached(session, at: date) }
         try store.prune(retention)
-        endsSincePrune = 0
-        lastPrune = .now
+        pruning.pruned()
     }
-
-    /// Prunes after a task's end only once enough ends came since the last time (an eighth
-    /// of the finished tasks kept, at most ``pruneEvery``) or ``pruneInterval`` passed: the
-    /// retention goes over every finished task, which an end must not pay each time. The
-    /// store keeps at most an eighth more finished tasks than the retention says meanwhile
-    /// (`--keep-finished 2`: pruned at every end, as before).
-    private func pruneIfDue() throws {
-        endsSincePrune += 1
-        let every = min(Self.pruneEvery, max(1, retention.maximumFinishedTasks / 8))
-        guard endsSincePrune >= every || ContinuousClock.now - lastPrune >= Self.pruneInterval else { return }
-        try prune()
-    }
-
-    /// Ends between two prunings, at most.
-    static let pruneEvery = 256
-    /// Time between two prunings after ends, at most.
-    static let pruneInterval: Duration = .seconds(60)
 
     /// `ferry clean`: removes every finished task (of `session`, or of all) now.
     package func clean(session: String?) throws -> Int {
@@ -353,7 +335,8 @@ package actor BackgroundDaemon {
             do {
                 try recordEnd(id, transfer: transfer, reason: reason)
                 unrecorded[id] = nil
-                try? pruneIfDue()
+                // Not after every end: when its PruneSchedule says so.
+                if pruning.taskEnded() { try? prune() }
                 break
             } catch {
                 // A locked or full store: say so, and try again; a task left `running` in the
