@@ -22,16 +22,7 @@ struct BackgroundQueueTests {
     }
 
     func candidates(_ tasks: [BackgroundTaskRecord]) -> [BackgroundScheduler.Candidate] {
-        tasks.compactMap { task in
-            task.id.map {
-                .init(
-                    id: $0,
-                    priority: task.priority,
-                    earliestBeginDate: task.earliestBeginDate,
-                    isDiscretionary: task.isDiscretionary
-                )
-            }
-        }
+        tasks.compactMap(BackgroundScheduler.Candidate.init)
     }
 
     @Test(arguments: 1...12)

@@ -24,6 +24,16 @@ struct KilledProcessResumeTests {
         return (url, size)
     }
 
+    /// Writes the 50,000 bytes that follow `cut`'s checkpoint into its partial file, as a
+    /// process killed before its next checkpoint would have written them.
+    private func appendTheNextBytes(to cut: ResumeData, size: Int64, seed: UInt64) throws {
+        let start = Int(cut.bytesOnDisk)
+        let file = try FileHandle(forWritingTo: cut.partialFile)
+        try file.seekToEnd()
+        try file.write(contentsOf: TestContent.data(size: size, seed: seed)[start..<start + 50_000])
+        try file.close()
+    }
+
     /// Runs `ferry get -o output url`, kills it with SIGKILL once its resume data is recorded
     /// and `atLeast` bytes are in its partial file; returns the partial file's length then.
     private func killed(_ url: String, output: URL, atLeast: Int64) async throws -> Int64 {
@@ -42,9 +52,7 @@ struct KilledProcessResumeTests {
             }
             try await Task.sleep(for: .milliseconds(10))
         }
-        kill(pid, SIGKILL)
-        var status: Int32 = 0
-        waitpid(pid, &status, 0)
+        DaemonProcess.killNine(pid)
         try #require(seen >= atLeast, "the download never reached \(atLeast) bytes with resume data")
         return partial(beside: output)?.1 ?? seen
     }
@@ -79,13 +87,8 @@ struct KilledProcessResumeTests {
         try await withServer { server in
             let session = try makeSession()
             let cut = try await makePartial(server, session: session, size: 300_000, seed: 22, cutAfter: 150_000)
-            // The bytes that follow, written as a process killed before its checkpoint would
-            // have written them: within the boot they count, from another boot they do not.
-            let more = TestContent.data(size: 300_000, seed: 22)[Int(cut.bytesOnDisk)..<Int(cut.bytesOnDisk) + 50_000]
-            let file = try FileHandle(forWritingTo: cut.partialFile)
-            try file.seekToEnd()
-            try file.write(contentsOf: more)
-            try file.close()
+            // Within the boot the bytes written past the checkpoint count, from another not.
+            try appendTheNextBytes(to: cut, size: 300_000, seed: 22)
             let json = try #require(try JSONSerialization.jsonObject(with: cut.encoded()) as? [String: Any])
             #expect(json["bootID"] as? String != nil, "resume data names the boot it was written in")
             var other = json
@@ -107,11 +110,7 @@ struct KilledProcessResumeTests {
         try await withServer { server in
             let session = try makeSession()
             let cut = try await makePartial(server, session: session, size: 300_000, seed: 23, cutAfter: 150_000)
-            let more = TestContent.data(size: 300_000, seed: 23)[Int(cut.bytesOnDisk)..<Int(cut.bytesOnDisk) + 50_000]
-            let file = try FileHandle(forWritingTo: cut.partialFile)
-            try file.seekToEnd()
-            try file.write(contentsOf: more)
-            try file.close()
+            try appendTheNextBytes(to: cut, size: 300_000, seed: 23)
             let (events, task, output) = try await resume(
                 cut,
                 at: "/bytes/300000?seed=23",

@@ -212,16 +212,7 @@ package actor BackgroundDaemon {
         let now = Date()
         let queued = try store.queueHead(now: now, free: max(0, scheduler.limit - running.count))
         let decision = scheduler.decide(
-            queued: queued.compactMap { task in
-                task.id.map {
-                    .init(
-                        id: $0,
-                        priority: task.priority,
-                        earliestBeginDate: task.earliestBeginDate,
-                        isDiscretionary: task.isDiscretionary
-                    )
-                }
-            },
+            queued: queued.compactMap(BackgroundScheduler.Candidate.init),
             running: running.count,
             now: now
         )

@@ -1,3 +1,4 @@
+package import Ferry
 package import Foundation
 
 /// Which waiting background tasks start now, and when to look again: a pure decision over
@@ -61,5 +62,18 @@ package struct BackgroundScheduler: Sendable, Equatable {
             }
         }
         return Decision(start: start, wakeAt: wakeAt)
+    }
+}
+
+extension BackgroundScheduler.Candidate {
+    /// `task` as the scheduler sees it; `nil` for a task not stored yet (no id).
+    package init?(_ task: BackgroundTaskRecord) {
+        guard let id = task.id else { return nil }
+        self.init(
+            id: id,
+            priority: task.priority,
+            earliestBeginDate: task.earliestBeginDate,
+            isDiscretionary: task.isDiscretionary
+        )
     }
 }
