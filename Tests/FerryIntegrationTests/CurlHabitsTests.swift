@@ -72,7 +72,7 @@ struct CurlHabitsTests {
 
             // Nobody listening (ferry retries a refused connection unless told not to; curl
             // does not retry).
-            let closed = "http://127.0.0.1:\(try Nginx.freePort())/"
+            let closed = "http://127.0.0.1:\(try closedPort())/"
             let refused = try await ProcessRunner.run(
                 ProcessRunner.ferry,
                 ["get", "-q", "--retries", "0", "-o", directory.appendingPathComponent("r").path, "-w", format, closed]

@@ -191,7 +191,7 @@ struct ObservabilityTests {
         let metrics = TestMetrics()
         let tracer = InMemoryTracer()
         let session = try makeObservedSession(metrics: metrics, tracer: tracer)
-        let port = try Nginx.freePort()
+        let port = try closedPort()
         await #expect(throws: FerryError.self) {
             _ = try await session.data(from: URL(string: "http://127.0.0.1:\(port)/nothing?key=s3cr3t")!)
         }

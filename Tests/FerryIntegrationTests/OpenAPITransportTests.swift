@@ -157,7 +157,7 @@ struct OpenAPITransportTests {
     }
 
     @Test func aRefusedConnectionIsAClientErrorWithFerrysReason() async throws {
-        let port = try Nginx.freePort()
+        let port = try closedPort()
         let request = HTTPTypes.HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/pets")
         do {
             _ = try await call(try #require(URL(string: "http://127.0.0.1:\(port)")), request)

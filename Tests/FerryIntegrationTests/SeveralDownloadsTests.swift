@@ -136,7 +136,7 @@ struct SeveralDownloadsTests {
             let ours = try makeTemporaryDirectory("input-ferry")
             let theirs = try makeTemporaryDirectory("input-aria2c")
             let good = TestContent.sha256(size: 3000, seed: 3)
-            let closed = "http://127.0.0.1:\(try Nginx.freePort())/c.bin"
+            let closed = "http://127.0.0.1:\(try closedPort())/c.bin"
             let list = """
                 # mirrors of one file: the first refuses, the second serves it
                 \(closed)\t\(server.url("/bytes/3000/c.bin?seed=3").absoluteString)
@@ -192,7 +192,7 @@ struct SeveralDownloadsTests {
             let (daemon, pid) = try await DaemonProcess.started()
             defer { DaemonProcess.killNine(pid) }
             let folder = daemon.directory.appendingPathComponent("files", isDirectory: true)
-            let closed = "http://127.0.0.1:\(try Nginx.freePort())/c.bin"
+            let closed = "http://127.0.0.1:\(try closedPort())/c.bin"
             let list = """
                 \(closed)\t\(server.url("/bytes/3000/c.bin?seed=3").absoluteString)
                   out=mirror.bin

@@ -268,7 +268,7 @@ struct StreamTaskTests {
     }
 
     @Test func aRefusedConnectionFailsTheTaskAndItsReads() async throws {
-        let port = try Nginx.freePort()
+        let port = try closedPort()
         let session = try makeSession()
         let task = session.streamTask(withHostName: "127.0.0.1", port: port)
         task.resume()

@@ -145,7 +145,7 @@ struct ConnectTunnelTests {
         stream.cancel()
 
         // A CONNECT the proxy refuses (nothing listens there) is its error response.
-        let closed = URL(string: "http://127.0.0.1:\(try Nginx.freePort())")!
+        let closed = URL(string: "http://127.0.0.1:\(try closedPort())")!
         let (_, refused) = try await session.data(for: URLRequest(url: closed, method: .connect))
         #expect(refused.statusCode >= 500)
 
