@@ -65,6 +65,8 @@ package actor BackgroundDaemon {
     private var draining = false
     /// When the retention runs again after ends.
     private var pruning: PruneSchedule
+    /// Whether batches of the retention are being run.
+    private var pruneRunning = false
 
     package init(options: Options) throws {
         store = try BackgroundStore(directory: options.stateDirectory)
@@ -93,7 +95,7 @@ package actor BackgroundDaemon {
             logger.info("task \(id) was running when the last run stopped: queued again")
             try store.update(id) { $0.state = .queued }
         }
-        try prune()
+        prune()
         try schedule()
     }
 
@@ -103,11 +105,28 @@ package actor BackgroundDaemon {
     /// When each session was last attached, as far as this run knows.
     package var attachments: [String: Date] { attached }
 
-    /// Applies the retention, and writes down when sessions were last attached.
-    private func prune() throws {
-        for (session, date) in attached { try store.sessionAttached(session, at: date) }
-        try store.prune(retention)
+    /// Applies the retention in bounded batches, and writes down when sessions were last
+    /// attached. The batches run after this returns, one at a time, each a short
+    /// transaction: requests are answered between them.
+    private func prune() {
         pruning.pruned()
+        guard !pruneRunning else { return }
+        pruneRunning = true
+        Task { await self.pruneInBatches() }
+    }
+
+    private func pruneInBatches() async {
+        defer { pruneRunning = false }
+        for (session, date) in attached { try? store.sessionAttached(session, at: date) }
+        while true {
+            do {
+                guard try !store.prune(retention).complete else { return }
+            } catch {
+                logger.warning("the store could not forget finished tasks: \(error); trying again later")
+                return
+            }
+            await Task.yield()
+        }
     }
 
     /// `ferry clean`: removes every finished task (of `session`, or of all) now.
@@ -122,6 +141,17 @@ package actor BackgroundDaemon {
         let added = try store.insert(task)
         try schedule()
         return try store.task(added.id ?? 0) ?? added
+    }
+
+    /// Queues new tasks in one transaction (all or none), then schedules once; returns them
+    /// in order, with their ids and the state scheduling left.
+    package func add(_ tasks: [BackgroundTaskRecord]) throws -> [BackgroundTaskRecord] {
+        var added = try store.insert(tasks)
+        try schedule()
+        for index in added.indices where added[index].id.map({ running[$0] != nil }) == true {
+            added[index].state = .running
+        }
+        return added
     }
 
     /// Stops a queued or running task, keeping what it fetched.
@@ -169,11 +199,28 @@ package actor BackgroundDaemon {
         }
     }
 
-    /// How many tasks are in each state, for the daemon's metrics.
-    package func taskCounts() throws -> [BackgroundTaskRecord.State: Int] {
-        var counts: [BackgroundTaskRecord.State: Int] = [:]
-        for task in try store.tasks() { counts[reported(task).state, default: 0] += 1 }
-        return counts
+    /// How many tasks are in each state, for the daemon's metrics and `ferry ls`: the
+    /// store's counts (of `session`, or of all), with the tasks whose end it could not record
+    /// shown failed.
+    package func taskCounts(session: String? = nil) throws -> [BackgroundTaskRecord.State: Int] {
+        reported(try store.counts(session: session), session: session)
+    }
+
+    /// `counts` (of `session`, or of all) as clients see them: see ``reported(_:)``.
+    package func reported(
+        _ counts: [BackgroundTaskRecord.State: Int],
+        session: String?
+    ) -> [BackgroundTaskRecord.State: Int] {
+        guard !unrecorded.isEmpty else { return counts }
+        var counts = counts
+        // Left running in the store: the end could not be written.
+        for id in unrecorded.keys {
+            guard let task = try? store.task(id), !task.state.isFinal, session.map({ $0 == task.session }) ?? true
+            else { continue }
+            counts[task.state, default: 0] -= 1
+            counts[.failed, default: 0] += 1
+        }
+        return counts.filter { $0.value > 0 }
     }
 
     /// Queues a paused or failed task again; it continues from its checkpoint.
@@ -327,7 +374,7 @@ package actor BackgroundDaemon {
                 try recordEnd(id, transfer: transfer, reason: reason)
                 unrecorded[id] = nil
                 // Not after every end: when its PruneSchedule says so.
-                if pruning.taskEnded() { try? prune() }
+                if pruning.taskEnded() { prune() }
                 break
             } catch {
                 // A locked or full store: say so, and try again; a task left `running` in the

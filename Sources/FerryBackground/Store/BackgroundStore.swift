@@ -99,21 +99,43 @@ package final class BackgroundStore: Sendable {
         }
         // The queue read through indexes (BackgroundStore+Queue.swift), not the whole table.
         migrator.registerMigration("v4") { db in try createQueueIndexes(db) }
+        // Counts kept by triggers, and the indexes of pages and of the retention
+        // (BackgroundStore+Lists.swift).
+        migrator.registerMigration("v5") { db in try createListObjects(db) }
         return migrator
+    }
+
+    /// Writes in `directory` the store an older release left: created and migrated up to
+    /// `version` (`v1` … the latest) only, with `seed` (SQL) run after; what the upgrade
+    /// tests start from.
+    package static func createStore(in directory: URL, migratedUpTo version: String, seed: String) throws {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let database = try DatabaseQueue(path: directory.appendingPathComponent("ferry.sqlite").path)
+        try migrator.migrate(database, upTo: version)
+        try database.write { db in try db.execute(sql: seed) }
     }
 
     // MARK: Tasks
 
     /// Stores a new task (and its session, the first time) and returns it with its id.
     package func insert(_ task: BackgroundTaskRecord) throws -> BackgroundTaskRecord {
+        try insert([task])[0]
+    }
+
+    /// Stores new tasks (and their sessions, the first time) in one transaction, all or
+    /// none, and returns them in order with their ids (increasing).
+    package func insert(_ tasks: [BackgroundTaskRecord]) throws -> [BackgroundTaskRecord] {
         try database.write { db in
-            var task = task
-            try db.execute(
-                sql: "INSERT INTO session (identifier, createdAt) VALUES (?, ?) ON CONFLICT(identifier) DO NOTHING",
-                arguments: [task.session, Date()]
-            )
-            try task.insert(db)
-            return task
+            let now = Date()
+            for session in Set(tasks.map(\.session)) {
+                try db.execute(
+                    sql: "INSERT INTO session (identifier, createdAt) VALUES (?, ?) ON CONFLICT(identifier) DO NOTHING",
+                    arguments: [session, now]
+                )
+            }
+            var inserted = tasks
+            for index in inserted.indices { try inserted[index].insert(db) }
+            return inserted
         }
     }
 
@@ -140,7 +162,7 @@ package final class BackgroundStore: Sendable {
                 db,
                 sql: """
                     SELECT s.identifier, s.createdAt, s.lastAttachedAt,
-                        (SELECT COUNT(*) FROM task t WHERE t.session = s.identifier) AS tasks,
+                        (SELECT COALESCE(SUM(n), 0) FROM task_count c WHERE c.session = s.identifier) AS tasks,
                         (SELECT COUNT(*) FROM event e WHERE e.session = s.identifier) AS pendingEvents
                     FROM session s ORDER BY s.identifier
                     """
@@ -214,73 +236,6 @@ package final class BackgroundStore: Sendable {
         }
         if event != nil { events.ring() }
         return event
-    }
-
-    // MARK: Retention
-
-    /// What the store keeps of tasks that ended.
-    package struct Retention: Sendable {
-        /// Finished tasks (and their events) older than this go.
-        package var maximumAge: TimeInterval = 7 * 86_400
-        /// Beyond this many finished tasks, the oldest go: those whose events were
-        /// delivered (or belong to `ferry add`, whose events nobody reads).
-        package var maximumFinishedTasks = 1000
-
-        package init() {}
-    }
-
-    /// The session `ferry add` uses: its events are never read, so never kept long.
-    package static let commandLineSession = "cli"
-
-    /// Removes what `retention` does not keep: finished tasks past their age or past the
-    /// count (with their events), and `ferry add`'s events after a day. Returns how many
-    /// tasks went.
-    @discardableResult
-    package func prune(_ retention: Retention, now: Date = Date()) throws -> Int {
-        try database.write { db in
-            let final = "state IN ('completed', 'failed', 'canceled')"
-            let cutoff = now.addingTimeInterval(-retention.maximumAge)
-            try db.execute(sql: "DELETE FROM task WHERE \(final) AND finishedAt < ?", arguments: [cutoff])
-            var removed = db.changesCount
-            // Past the count: the oldest finished tasks nobody still has to hear about.
-            try db.execute(
-                sql: """
-                    DELETE FROM task WHERE id IN (
-                        SELECT t.id FROM task t
-                        WHERE t.\(final)
-                          AND (t.session = ? OR NOT EXISTS (SELECT 1 FROM event e WHERE e.taskId = t.id))
-                        ORDER BY t.finishedAt DESC, t.id DESC
-                        LIMIT -1 OFFSET ?
-                    )
-                    """,
-                arguments: [Self.commandLineSession, retention.maximumFinishedTasks]
-            )
-            removed += db.changesCount
-            try db.execute(sql: "DELETE FROM event WHERE taskId NOT IN (SELECT id FROM task)")
-            // `ferry add`'s events are never read by the command; kept a day for people.
-            try db.execute(
-                sql: "DELETE FROM event WHERE session = ? AND createdAt < ?",
-                arguments: [Self.commandLineSession, now.addingTimeInterval(-86_400)]
-            )
-            return removed
-        }
-    }
-
-    /// Removes every finished task (of `session`, or of all) and its events, now: `ferry
-    /// clean`. Returns how many went.
-    @discardableResult
-    package func removeFinished(session: String? = nil) throws -> Int {
-        try database.write { db in
-            let final = "state IN ('completed', 'failed', 'canceled')"
-            if let session {
-                try db.execute(sql: "DELETE FROM task WHERE \(final) AND session = ?", arguments: [session])
-            } else {
-                try db.execute(sql: "DELETE FROM task WHERE \(final)")
-            }
-            let removed = db.changesCount
-            try db.execute(sql: "DELETE FROM event WHERE taskId NOT IN (SELECT id FROM task)")
-            return removed
-        }
     }
 
     // MARK: Events
