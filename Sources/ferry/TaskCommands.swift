@@ -179,7 +179,11 @@ extension AddCommand {
                 requests.append(request)
             }
             try await BackgroundDaemonLauncher.ensureRunning(daemon.locations, start: !noStart && daemon.mayStartDaemon)
-            for request in requests { print(try await daemon.client.add(request).id ?? 0) }
+            // One request and one transaction per batch (all or none), the ids in order.
+            for batch in Self.batches(of: requests) {
+                let added = try await daemon.client.add(Array(batch))
+                print(added.map { String($0.id ?? 0) }.joined(separator: "\n"))
+            }
         } catch let error as ValidationError {
             FileHandle.standardError.write(Data("ferry: \(error.message)\n".utf8))
             Foundation.exit(64)
@@ -189,11 +193,44 @@ extension AddCommand {
     }
 }
 
+extension AddCommand {
+    /// `requests` cut into batches the daemon takes in one request: at most
+    /// ``BackgroundAPI/AddTasks/maximumCount`` tasks, and half its largest body (JSON
+    /// escapes can double a field).
+    static func batches(of requests: [BackgroundAPI.AddTask]) -> [ArraySlice<BackgroundAPI.AddTask>] {
+        var batches: [ArraySlice<BackgroundAPI.AddTask>] = []
+        var start = 0
+        var bytes = 0
+        for (index, request) in requests.enumerated() {
+            let size =
+                256 + request.url.utf8.count + request.destination.utf8.count
+                + (request.headers ?? [:]).reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count + 8 }
+                + (request.mirrors ?? []).reduce(0) { $0 + $1.utf8.count + 4 } + (request.checksum?.utf8.count ?? 0)
+            if index > start,
+                index - start == BackgroundAPI.AddTasks.maximumCount
+                    || bytes + 2 * size > BackgroundAPI.AddTasks.maximumBodySize / 2
+            {
+                batches.append(requests[start..<index])
+                start = index
+                bytes = 0
+            }
+            bytes += 2 * size
+        }
+        if start < requests.count { batches.append(requests[start...]) }
+        return batches
+    }
+}
+
 /// `ferry ls`: the daemon's tasks.
 struct ListCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ls",
-        abstract: "List the daemon's tasks: state, bytes, total, rate."
+        abstract: "List the daemon's tasks: state, bytes, total, rate.",
+        discussion: """
+            Running tasks first, then queued, paused, failed, completed and canceled, each by id: \
+            a page of --limit, then the totals of every state. The next page: --after with \
+            the STATE:ID the last line names.
+            """
     )
 
     @Flag(name: .customLong("json"), help: "One JSON array of tasks.")
@@ -201,6 +238,21 @@ struct ListCommand: AsyncParsableCommand {
 
     @Option(name: .customLong("session"), help: "Only this background session's tasks ('cli' for ferry add).")
     var session: String?
+
+    @Option(
+        name: .customLong("state"),
+        help: "Only tasks in these states, in this order (comma-separated, repeatable; 'all': every state)."
+    )
+    var states: [String] = []
+
+    @Option(name: .customLong("limit"), help: "At most this many tasks (default 100; 0: every one, page by page).")
+    var limit = 100
+
+    @Option(
+        name: .customLong("after"),
+        help: "Go on after this task: STATE:ID (as the last page's last line says), or ID (greater ids in each state)."
+    )
+    var after: String?
 
     @Flag(
         name: .customLong("all"),
@@ -213,51 +265,134 @@ struct ListCommand: AsyncParsableCommand {
     /// Finished tasks older than this are listed only with --all.
     static let recent: TimeInterval = 86_400
 
+    /// The order a person wants: what moves, then what waits, then what ended.
+    static let order: [BackgroundTaskRecord.State] = [.running, .queued, .paused, .failed, .completed, .canceled]
+
+    func validate() throws {
+        guard limit >= 0 else { throw ValidationError("--limit is 0 (every task) or more.") }
+        if let after, BackgroundStore.Cursor(after) == nil {
+            throw ValidationError("--after is STATE:ID or ID, not '\(after)'.")
+        }
+        _ = try listedStates()
+    }
+
+    /// The states --state names, in order; `nil`: the default order.
+    func listedStates() throws -> [BackgroundTaskRecord.State]? {
+        let names = states.flatMap { $0.split(separator: ",").map(String.init) }
+        guard !names.isEmpty, !names.contains("all") else { return names.isEmpty ? nil : Self.order }
+        var listed: [BackgroundTaskRecord.State] = []
+        for name in names {
+            guard let state = BackgroundTaskRecord.State(rawValue: name) else {
+                throw ValidationError(
+                    "'\(name)' is not a state (queued, running, paused, completed, failed, canceled, all)."
+                )
+            }
+            if !listed.contains(state) { listed.append(state) }
+        }
+        return listed
+    }
+
     func run() async throws {
         do {
             let client = try await daemon.answeringClient()
-            let shown: ([BackgroundTaskRecord]) -> [BackgroundTaskRecord] = { [all] tasks in
-                let since = Date().addingTimeInterval(-Self.recent)
-                return all ? tasks : tasks.filter { !$0.state.isFinal || ($0.finishedAt ?? Date()) >= since }
+            let states = try listedStates() ?? Self.order
+            let since = all ? nil : Date().addingTimeInterval(-Self.recent)
+            let fetch = { [session, limit, after] () async throws -> BackgroundAPI.TaskList in
+                try await Self.list(client, session: session, states: states, after: after, limit: limit, since: since)
             }
-            var tasks = shown(try await client.tasks(session: session))
+            var list = try await fetch()
             // The rate: a second look a quarter of a second later, when anything runs.
             var rates: [Int64: Double] = [:]
-            if tasks.contains(where: { $0.state == .running }) {
+            if list.tasks.contains(where: { $0.state == .running }) {
                 let first = Date()
                 try await Task.sleep(for: .milliseconds(250))
-                let later = shown(try await client.tasks(session: session))
+                let later = try await fetch()
                 let elapsed = Date().timeIntervalSince(first)
-                for task in later {
-                    guard let id = task.id, let before = tasks.first(where: { $0.id == id }) else { continue }
-                    rates[id] = Double(task.bytesReceived - before.bytesReceived) / elapsed
+                let before = Dictionary(list.tasks.compactMap { task in task.id.map { ($0, task) } }) { one, _ in one }
+                for task in later.tasks {
+                    guard let id = task.id, let earlier = before[id] else { continue }
+                    rates[id] = Double(task.bytesReceived - earlier.bytesReceived) / elapsed
                 }
-                tasks = later
+                list = later
             }
             if json {
-                let rows = tasks.map { ListRow(task: $0, rate: $0.id.flatMap { rates[$0] }) }
+                let rows = list.tasks.map { ListRow(task: $0, rate: $0.id.flatMap { rates[$0] }) }
                 print(String(decoding: try BackgroundAPI.encoder.encode(rows), as: UTF8.self))
                 return
             }
-            print("ID    STATE      BYTES         TOTAL         RATE/s       URL → FILE")
-            for task in tasks {
-                let rate =
-                    task.id.flatMap { rates[$0] }.map {
-                        ByteCountFormatter.string(fromByteCount: Int64($0), countStyle: .binary)
-                    } ?? "-"
-                let line = [
-                    String(task.id ?? 0).padding(toLength: 5, withPad: " ", startingAt: 0),
-                    task.state.rawValue.padding(toLength: 10, withPad: " ", startingAt: 0),
-                    String(task.bytesReceived).padding(toLength: 13, withPad: " ", startingAt: 0),
-                    (task.bytesExpected.map(String.init) ?? "?").padding(toLength: 13, withPad: " ", startingAt: 0),
-                    rate.padding(toLength: 12, withPad: " ", startingAt: 0),
-                    "\(task.url) → \(task.destination)" + (task.errorMessage.map { " (\($0))" } ?? ""),
-                ]
-                print(line.joined(separator: " "))
-            }
+            print(Self.table(list.tasks, rates: rates), terminator: "")
+            print(Self.footer(list, states: states, limit: limit))
         } catch {
             ExitStatus.exit(with: error)
         }
+    }
+
+    /// A page of `limit` tasks, or with a `limit` of 0 every task, page by page.
+    static func list(
+        _ client: BackgroundClient,
+        session: String?,
+        states: [BackgroundTaskRecord.State],
+        after: String?,
+        limit: Int,
+        since: Date?
+    ) async throws -> BackgroundAPI.TaskList {
+        guard limit == 0 else {
+            return try await client.page(
+                session: session,
+                states: states,
+                after: after,
+                limit: limit,
+                finishedSince: since
+            )
+        }
+        let size = 10_000
+        var whole = BackgroundAPI.TaskList(tasks: [])
+        var cursor = after
+        while true {
+            let page = try await client.page(
+                session: session,
+                states: states,
+                after: cursor,
+                limit: size,
+                finishedSince: since
+            )
+            whole.tasks += page.tasks
+            whole.totals = page.totals
+            guard page.tasks.count == size, let last = page.tasks.last, let id = last.id else { return whole }
+            cursor = BackgroundStore.Cursor(state: last.state, id: id).text
+        }
+    }
+
+    /// One line a task, under a heading.
+    static func table(_ tasks: [BackgroundTaskRecord], rates: [Int64: Double]) -> String {
+        var text = "ID    STATE      BYTES         TOTAL         RATE/s       URL → FILE\n"
+        for task in tasks {
+            let rate =
+                task.id.flatMap { rates[$0] }.map {
+                    ByteCountFormatter.string(fromByteCount: Int64($0), countStyle: .binary)
+                } ?? "-"
+            let line = [
+                String(task.id ?? 0).padding(toLength: 5, withPad: " ", startingAt: 0),
+                task.state.rawValue.padding(toLength: 10, withPad: " ", startingAt: 0),
+                String(task.bytesReceived).padding(toLength: 13, withPad: " ", startingAt: 0),
+                (task.bytesExpected.map(String.init) ?? "?").padding(toLength: 13, withPad: " ", startingAt: 0),
+                rate.padding(toLength: 12, withPad: " ", startingAt: 0),
+                "\(task.url) → \(task.destination)" + (task.errorMessage.map { " (\($0))" } ?? ""),
+            ]
+            text += line.joined(separator: " ") + "\n"
+        }
+        return text
+    }
+
+    /// The totals of every state, and how to ask for the next page when this one is full.
+    static func footer(_ list: BackgroundAPI.TaskList, states: [BackgroundTaskRecord.State], limit: Int) -> String {
+        let totals = list.totals ?? [:]
+        let counted = order.compactMap { state in totals[state.rawValue].map { "\($0) \(state.rawValue)" } }
+        var footer = counted.isEmpty ? "no tasks" : counted.joined(separator: ", ")
+        if limit > 0, list.tasks.count == limit, let last = list.tasks.last, let id = last.id {
+            footer += "; more after this page: --after \(BackgroundStore.Cursor(state: last.state, id: id).text)"
+        }
+        return footer
     }
 
     /// A task as `ls --json` prints it: the record and its rate.

@@ -6,6 +6,12 @@ package enum BackgroundAPI {
     /// The largest request body the daemon reads; larger ones get `413`.
     package static let maximumBodySize = 64 * 1024
 
+    /// The largest request body the daemon reads for `target`: a batch of tasks may be
+    /// larger than any other request.
+    package static func maximumBodySize(for target: String) -> Int {
+        target.split(separator: "?").first == "/v1/tasks/batch" ? AddTasks.maximumBodySize : maximumBodySize
+    }
+
     /// A refused request: an HTTP status, a stable code, and a message for people.
     package struct Failure: Error, Codable, Sendable, Equatable {
         package var status: Int
@@ -71,7 +77,34 @@ package enum BackgroundAPI {
         package static let fields: Set<String> = ["session", "through"]
     }
 
+    /// `GET /v1/tasks`: a page of tasks, and how many tasks are in each state (of the
+    /// session asked for, or of all; states with none left out).
     package struct TaskList: Codable, Sendable {
+        package var tasks: [BackgroundTaskRecord]
+        package var totals: [String: Int]?
+
+        package init(tasks: [BackgroundTaskRecord], totals: [String: Int]? = nil) {
+            self.tasks = tasks
+            self.totals = totals
+        }
+    }
+
+    /// `POST /v1/tasks/batch`: many tasks added in one transaction, or none.
+    package struct AddTasks: Codable, Sendable, Equatable {
+        package var tasks: [AddTask]
+
+        package init(tasks: [AddTask]) { self.tasks = tasks }
+
+        package static let fields: Set<String> = ["tasks"]
+        /// The most tasks one batch may hold.
+        package static let maximumCount = 10_000
+        /// The largest body a batch may have (a request of one task is held to
+        /// ``BackgroundAPI/maximumBodySize``).
+        package static let maximumBodySize = 16 * 1024 * 1024
+    }
+
+    /// `POST /v1/tasks/batch`'s answer: the tasks added, in the order asked.
+    package struct AddedTasks: Codable, Sendable {
         package var tasks: [BackgroundTaskRecord]
         package init(tasks: [BackgroundTaskRecord]) { self.tasks = tasks }
     }
@@ -114,6 +147,12 @@ package enum BackgroundAPI {
         return encoder
     }
 
+    /// The instant an RFC 3339 date-time in a query names (`finishedSince`).
+    package static func date(_ text: String) -> Date? { Timestamp.parse(text) }
+
+    /// `date` as a query gives it: RFC 3339 in UTC, with milliseconds.
+    package static func text(_ date: Date) -> String { Timestamp.format(date, milliseconds: true) }
+
     package static var decoder: JSONDecoder {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = Timestamp.decoding
@@ -145,6 +184,33 @@ package enum BackgroundAPI {
         }
         do {
             return try decoder.decode(Body.self, from: data)
+        } catch {
+            throw .badRequest("The body does not match the request: \(Self.describe(error)).")
+        }
+    }
+
+    /// Decodes a `POST /v1/tasks/batch` body strictly: `{"tasks": [...]}`, 1 to
+    /// ``AddTasks/maximumCount`` tasks, each with only ``AddTask/fields``.
+    package static func decodeBatch(_ data: Data) throws(Failure) -> AddTasks {
+        guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any],
+            let tasks = object["tasks"] as? [Any]
+        else {
+            throw .badRequest("The body is not a JSON object with an array 'tasks'.")
+        }
+        if let unknown = Set(object.keys).subtracting(AddTasks.fields).sorted().first {
+            throw .badRequest("Unknown field '\(unknown)'.")
+        }
+        guard (1...AddTasks.maximumCount).contains(tasks.count) else {
+            throw .badRequest("A batch holds 1 to \(AddTasks.maximumCount) tasks, not \(tasks.count).")
+        }
+        for (index, task) in tasks.enumerated() {
+            guard let fields = task as? [String: Any] else { throw .badRequest("tasks[\(index)] is not an object.") }
+            if let unknown = Set(fields.keys).subtracting(AddTask.fields).sorted().first {
+                throw .badRequest("tasks[\(index)]: unknown field '\(unknown)'.")
+            }
+        }
+        do {
+            return try decoder.decode(AddTasks.self, from: data)
         } catch {
             throw .badRequest("The body does not match the request: \(Self.describe(error)).")
         }

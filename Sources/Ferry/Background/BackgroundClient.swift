@@ -41,6 +41,36 @@ package struct BackgroundClient: Sendable {
         try decode(BackgroundTaskRecord.self, try await send("POST", "/v1/tasks", body: request))
     }
 
+    /// Adds `requests` in one request and one transaction (all or none); the tasks come back
+    /// in the order asked. At most ``BackgroundAPI/AddTasks/maximumCount`` at once.
+    package func add(_ requests: [BackgroundAPI.AddTask]) async throws -> [BackgroundTaskRecord] {
+        let batch = BackgroundAPI.AddTasks(tasks: requests)
+        return try decode(BackgroundAPI.AddedTasks.self, try await send("POST", "/v1/tasks/batch", body: batch)).tasks
+    }
+
+    /// A page of tasks (see `GET /v1/tasks` in `docs/DaemonProtocol.md`) and the totals.
+    ///
+    /// - Parameters:
+    ///   - states: the states listed, in this order; `nil`: every state.
+    ///   - after: where the previous page stopped (`STATE:ID` or `ID`); `nil`: from the start.
+    ///   - limit: at most this many tasks.
+    ///   - finishedSince: finished tasks only when they finished since then.
+    package func page(
+        session: String? = nil,
+        states: [BackgroundTaskRecord.State]? = nil,
+        after: String? = nil,
+        limit: Int,
+        finishedSince: Date? = nil
+    ) async throws -> BackgroundAPI.TaskList {
+        var items = ["limit=\(limit)"]
+        if let session { items.append("session=\(session)") }
+        if let states { items.append("state=" + states.map(\.rawValue).joined(separator: ",")) }
+        if let after { items.append("after=\(after)") }
+        if let finishedSince { items.append("finishedSince=" + BackgroundAPI.text(finishedSince)) }
+        let target = "/v1/tasks?" + items.joined(separator: "&")
+        return try decode(BackgroundAPI.TaskList.self, try await send("GET", target))
+    }
+
     package func tasks(session: String? = nil) async throws -> [BackgroundTaskRecord] {
         let query = session.map { "?session=\($0)" } ?? ""
         return try decode(BackgroundAPI.TaskList.self, try await send("GET", "/v1/tasks\(query)")).tasks

@@ -55,10 +55,32 @@ struct BackgroundRouter: Sendable {
             )
             let record = try validate(request)
             return Response(status: 201, body: Self.json(try await daemon.add(record).redacted))
+        case ("POST", .batch):
+            let batch = try BackgroundAPI.decodeBatch(body)
+            var records: [BackgroundTaskRecord] = []
+            for (index, request) in batch.tasks.enumerated() {
+                do {
+                    records.append(try validate(request))
+                } catch {
+                    throw BackgroundAPI.Failure(error.status, error.code, "tasks[\(index)]: \(error.message)")
+                }
+            }
+            let added = try await daemon.add(records).map(\.redacted)
+            return Response(status: 201, body: Self.json(BackgroundAPI.AddedTasks(tasks: added)))
         case ("GET", .tasks):
             let session = try query["session"].map(Self.validSession)
-            let tasks = try daemon.store.tasks(session: session)
-            return Response(status: 200, body: Self.json(BackgroundAPI.TaskList(tasks: await live(tasks))))
+            guard let page = try Self.pageQuery(query, session: session) else {
+                // No page asked for: every task (of the session), as before pages.
+                let tasks = try daemon.store.tasks(session: session)
+                return Response(status: 200, body: Self.json(BackgroundAPI.TaskList(tasks: await live(tasks))))
+            }
+            let (tasks, totals) = try daemon.store.page(page)
+            let shown = await daemon.reported(totals, session: session)
+            let list = BackgroundAPI.TaskList(
+                tasks: await live(tasks),
+                totals: Dictionary(uniqueKeysWithValues: shown.map { ($0.key.rawValue, $0.value) })
+            )
+            return Response(status: 200, body: Self.json(list))
         case ("GET", .task(let id)):
             let task = try await found(try Self.taskID(id)) { try $0.store.task($1) }
             return Response(status: 200, body: Self.json(await live([task])[0]))
@@ -116,6 +138,7 @@ struct BackgroundRouter: Sendable {
         case health
         case sessions
         case tasks
+        case batch
         case task(String)
         case action(String, String)
         case events
@@ -129,6 +152,7 @@ struct BackgroundRouter: Sendable {
             case 1 where rest[0] == "health": self = .health
             case 1 where rest[0] == "tasks": self = .tasks
             case 1 where rest[0] == "sessions": self = .sessions
+            case 2 where rest[0] == "tasks" && rest[1] == "batch": self = .batch
             case 2 where rest[0] == "tasks": self = .task(rest[1])
             case 3 where rest[0] == "tasks": self = .action(rest[1], rest[2])
             case 1 where rest[0] == "events": self = .events
@@ -171,6 +195,53 @@ struct BackgroundRouter: Sendable {
             }
         }
         return result
+    }
+
+    // MARK: Pages
+
+    /// The most tasks a page may hold.
+    static let maximumPage = 10_000
+
+    /// The page `query` asks for (`state`, `limit`, `after`, `finishedSince`), or `nil` when
+    /// it names none of them.
+    static func pageQuery(
+        _ query: [String: String],
+        session: String?
+    ) throws(BackgroundAPI.Failure) -> BackgroundStore.PageQuery? {
+        guard ["state", "limit", "after", "finishedSince"].contains(where: { query[$0] != nil }) else { return nil }
+        var states = BackgroundTaskRecord.State.allCases
+        if let text = query["state"], text != "all" {
+            states = []
+            for name in text.split(separator: ",") {
+                guard let state = BackgroundTaskRecord.State(rawValue: String(name)) else {
+                    throw .badRequest(
+                        "'\(name)' is not a state (queued, running, paused, completed, failed, canceled, all)."
+                    )
+                }
+                if !states.contains(state) { states.append(state) }
+            }
+            guard !states.isEmpty else { throw .badRequest("'state' names no state.") }
+        }
+        var page = BackgroundStore.PageQuery(states: states, session: session, limit: maximumPage)
+        if let text = query["limit"] {
+            guard let limit = Int(text), (1...maximumPage).contains(limit) else {
+                throw .badRequest("'limit' is 1 to \(maximumPage).")
+            }
+            page.limit = limit
+        }
+        if let text = query["after"] {
+            guard let cursor = BackgroundStore.Cursor(text) else {
+                throw .badRequest("'after' is a task id, or STATE:ID (the last task of the previous page).")
+            }
+            page.after = cursor
+        }
+        if let text = query["finishedSince"] {
+            guard let date = BackgroundAPI.date(text) else {
+                throw .badRequest("'finishedSince' is an RFC 3339 date.")
+            }
+            page.finishedSince = date
+        }
+        return page
     }
 
     // MARK: Validation

@@ -17,7 +17,7 @@ import Darwin
 ///
 /// ## Lifecycle and threading
 /// ``start(daemon:socket:allowedDirectories:)`` binds and returns; connections are served
-/// concurrently, each request read whole (at most ``BackgroundAPI/maximumBodySize``) and
+/// concurrently, each request read whole (at most ``BackgroundAPI/maximumBodySize(for:)``) and
 /// answered by ``BackgroundRouter``. Nothing a client sends ends the server: malformed HTTP
 /// closes that connection, bad requests get a JSON error. ``run()`` serves until
 /// ``close()``.
@@ -161,11 +161,12 @@ package final class BackgroundServer: Sendable {
                         head = next
                         body.clear()
                     case .body(var chunk):
-                        guard body.readableBytes + chunk.readableBytes <= BackgroundAPI.maximumBodySize else {
+                        let limit = BackgroundAPI.maximumBodySize(for: head?.uri ?? "")
+                        guard body.readableBytes + chunk.readableBytes <= limit else {
                             let failure = BackgroundAPI.Failure(
                                 413,
                                 "tooLarge",
-                                "A request body may hold at most \(BackgroundAPI.maximumBodySize) bytes."
+                                "A request body may hold at most \(limit) bytes."
                             )
                             try await write(BackgroundRouter.failure(failure), keepAlive: false, to: outbound)
                             return

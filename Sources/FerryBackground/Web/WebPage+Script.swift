@@ -8,7 +8,7 @@ extension WebPage {
         main { padding: 1em 1.2em; }
         form { display: flex; flex-wrap: wrap; gap: .6em 1em; align-items: end; margin-bottom: .6em; }
         label { display: flex; flex-direction: column; font-size: .85em; color: #4a5560; }
-        input { font: inherit; padding: .3em .4em; border: 1px solid #b8c0c8; border-radius: 4px; }
+        input, select { font: inherit; padding: .3em .4em; border: 1px solid #b8c0c8; border-radius: 4px; }
         #url { width: 28em; } #folder { width: 16em; } #connections { width: 4em; }
         button { font: inherit; padding: .3em .8em; border: 1px solid #14395b; border-radius: 4px;
           background: #fff; color: #14395b; cursor: pointer; }
@@ -21,6 +21,7 @@ extension WebPage {
         tr.failed td.state, #message.error { color: #b3261e; }
         tr.completed td.state { color: #1b6e2a; }
         #empty[hidden] { display: none; }
+        nav { display: flex; gap: .6em; align-items: center; margin: .6em 0; }
 
         """#
 
@@ -143,26 +144,57 @@ extension WebPage {
             return perSecond;
           }
 
+          // A page of the list, never the whole store: what runs first, then what waits,
+          // then what ended, each by id; the totals of every state beside it.
+          const order = ["running", "queued", "paused", "failed", "completed", "canceled"];
+          const pageSize = 100;
+          // Where the page shown starts (the previous pages' cursors, for "Previous"), and
+          // where the next one would.
+          const starts = [];
+          let start = null;
+          let next = null;
+
           async function refresh() {
             try {
-              const { tasks } = await api("GET", "/v1/tasks");
+              const filter = $("filter").value;
+              let path = "/v1/tasks?limit=" + pageSize + "&state=" + (filter || order.join(","));
+              if (start) path += "&after=" + encodeURIComponent(start);
+              const { tasks, totals } = await api("GET", path);
               const now = performance.now();
               const body = $("tasks").tBodies[0];
-              let total = 0, running = 0;
-              const ordered = tasks.slice().reverse();
-              for (const task of ordered) {
-                total += update(task, now);
-                if (task.state === "running") running += 1;
-              }
-              const seen = new Set(ordered.map((task) => task.id));
+              let total = 0;
+              for (const task of tasks) total += update(task, now);
+              const seen = new Set(tasks.map((task) => task.id));
               for (const id of [...rows.keys()]) if (!seen.has(id)) { rows.delete(id); samples.delete(id); }
-              body.replaceChildren(...ordered.map((task) => rows.get(task.id)));
-              $("empty").hidden = ordered.length > 0;
-              $("summary").textContent = running + " running" + (total > 0 ? " \u00b7 " + size(Math.round(total)) + "/s" : "");
+              body.replaceChildren(...tasks.map((task) => rows.get(task.id)));
+              $("empty").hidden = tasks.length > 0 || start !== null;
+              const last = tasks[tasks.length - 1];
+              next = tasks.length === pageSize ? last.state + ":" + last.id : null;
+              $("next").disabled = next === null;
+              $("previous").disabled = start === null;
+              const counts = order.filter((state) => (totals || {})[state]).map((state) => totals[state] + " " + state);
+              $("summary").textContent = (counts.length ? counts.join(" \u00b7 ") : "no tasks")
+                + (total > 0 ? " \u00b7 " + size(Math.round(total)) + "/s" : "");
             } catch (error) {
               say("The daemon did not answer: " + error.message, true);
             }
           }
+
+          $("next").addEventListener("click", () => {
+            if (next === null) return;
+            starts.push(start);
+            start = next;
+            refresh();
+          });
+          $("previous").addEventListener("click", () => {
+            start = starts.length ? starts.pop() : null;
+            refresh();
+          });
+          $("filter").addEventListener("change", () => {
+            starts.length = 0;
+            start = null;
+            refresh();
+          });
 
           $("tasks").tBodies[0].addEventListener("click", async (event) => {
             const button = event.target.closest("button[data-action]");

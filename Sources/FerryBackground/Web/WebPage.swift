@@ -92,6 +92,11 @@ struct WebPage: Sendable {
         <button type="submit" id="add-button">Add</button>
         </form>
         <p id="message" role="status"></p>
+        <nav id="pager">
+        <label>Show <select id="filter"><option value="">everything</option><option>running</option><option>queued</option><option>paused</option><option>failed</option><option>completed</option><option>canceled</option></select></label>
+        <button type="button" id="previous" disabled>Previous page</button>
+        <button type="button" id="next" disabled>Next page</button>
+        </nav>
         <table id="tasks">
         <thead><tr><th>#</th><th>File</th><th>State</th><th>Progress</th><th>Rate</th><th>ETA</th><th></th></tr></thead>
         <tbody></tbody>
