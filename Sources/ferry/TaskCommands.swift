@@ -181,8 +181,8 @@ extension AddCommand {
             try await BackgroundDaemonLauncher.ensureRunning(daemon.locations, start: !noStart && daemon.mayStartDaemon)
             // One request and one transaction per batch (all or none), the ids in order.
             for batch in Self.batches(of: requests) {
-                let added = try await daemon.client.add(Array(batch))
-                print(added.map { String($0.id ?? 0) }.joined(separator: "\n"))
+                let ids = try await daemon.client.add(Array(batch))
+                print(ids.map(String.init).joined(separator: "\n"))
             }
         } catch let error as ValidationError {
             FileHandle.standardError.write(Data("ferry: \(error.message)\n".utf8))

@@ -81,8 +81,8 @@ struct DaemonListTests {
         } throws: { "\($0)".contains("1 to \(BackgroundAPI.AddTasks.maximumCount) tasks") }
         await #expect { try await daemon.client.add([]) } throws: { "\($0)".contains("1 to") }
         let added = try await daemon.client.add([good, good])
-        #expect(added.compactMap(\.id).count == 2)
-        #expect(added.map(\.state) == [.queued, .queued])
+        #expect(added.count == 2 && added[0] < added[1])
+        #expect(try await daemon.client.page(states: [.queued], limit: 10).tasks.compactMap(\.id) == added)
         for (limit, after) in [(0, "1"), (10_001, "1"), (10, "done:1"), (10, "x")] {
             await #expect { try await daemon.client.page(after: after, limit: limit) } throws: { error in
                 "\(error)".contains("'limit'") || "\(error)".contains("'after'")

@@ -103,10 +103,10 @@ package enum BackgroundAPI {
         package static let maximumBodySize = 16 * 1024 * 1024
     }
 
-    /// `POST /v1/tasks/batch`'s answer: the tasks added, in the order asked.
+    /// `POST /v1/tasks/batch`'s answer: the ids of the tasks added, in the order asked.
     package struct AddedTasks: Codable, Sendable {
-        package var tasks: [BackgroundTaskRecord]
-        package init(tasks: [BackgroundTaskRecord]) { self.tasks = tasks }
+        package var ids: [Int64]
+        package init(ids: [Int64]) { self.ids = ids }
     }
 
     /// `GET /v1/sessions`: the background sessions the daemon knows.
@@ -190,29 +190,67 @@ package enum BackgroundAPI {
     }
 
     /// Decodes a `POST /v1/tasks/batch` body strictly: `{"tasks": [...]}`, 1 to
-    /// ``AddTasks/maximumCount`` tasks, each with only ``AddTask/fields``.
+    /// ``AddTasks/maximumCount`` tasks, each with only ``AddTask/fields``. One pass of the
+    /// decoder, no tree of the whole body beside it.
     package static func decodeBatch(_ data: Data) throws(Failure) -> AddTasks {
-        guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any],
-            let tasks = object["tasks"] as? [Any]
-        else {
-            throw .badRequest("The body is not a JSON object with an array 'tasks'.")
-        }
-        if let unknown = Set(object.keys).subtracting(AddTasks.fields).sorted().first {
-            throw .badRequest("Unknown field '\(unknown)'.")
-        }
-        guard (1...AddTasks.maximumCount).contains(tasks.count) else {
-            throw .badRequest("A batch holds 1 to \(AddTasks.maximumCount) tasks, not \(tasks.count).")
-        }
-        for (index, task) in tasks.enumerated() {
-            guard let fields = task as? [String: Any] else { throw .badRequest("tasks[\(index)] is not an object.") }
-            if let unknown = Set(fields.keys).subtracting(AddTask.fields).sorted().first {
-                throw .badRequest("tasks[\(index)]: unknown field '\(unknown)'.")
-            }
-        }
+        let batch: StrictBatch
         do {
-            return try decoder.decode(AddTasks.self, from: data)
+            batch = try decoder.decode(StrictBatch.self, from: data)
+        } catch let unknown as UnknownField {
+            throw .badRequest(
+                unknown.index.map { "tasks[\($0)]: unknown field '\(unknown.name)'." }
+                    ?? "Unknown field '\(unknown.name)'."
+            )
         } catch {
             throw .badRequest("The body does not match the request: \(Self.describe(error)).")
+        }
+        guard (1...AddTasks.maximumCount).contains(batch.tasks.count) else {
+            throw .badRequest("A batch holds 1 to \(AddTasks.maximumCount) tasks, not \(batch.tasks.count).")
+        }
+        return AddTasks(tasks: batch.tasks)
+    }
+
+    /// A field a request does not have.
+    private struct UnknownField: Error {
+        var index: Int?
+        var name: String
+    }
+
+    /// Any key of a JSON object.
+    private struct AnyKey: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    /// `{"tasks": [...]}` with no field beyond ``AddTasks/fields``, nor in a task beyond
+    /// ``AddTask/fields``.
+    private struct StrictBatch: Decodable {
+        var tasks: [AddTask] = []
+
+        init(from decoder: any Decoder) throws {
+            let object = try decoder.container(keyedBy: AnyKey.self)
+            if let unknown = object.allKeys.map(\.stringValue).filter({ !AddTasks.fields.contains($0) }).min() {
+                throw UnknownField(name: unknown)
+            }
+            var list = try object.nestedUnkeyedContainer(forKey: AnyKey(stringValue: "tasks"))
+            while !list.isAtEnd {
+                tasks.append(try list.decode(StrictTask.self).task)
+            }
+        }
+    }
+
+    /// One task of a batch, with no field beyond ``AddTask/fields``.
+    private struct StrictTask: Decodable {
+        var task: AddTask
+
+        init(from decoder: any Decoder) throws {
+            let object = try decoder.container(keyedBy: AnyKey.self)
+            if let unknown = object.allKeys.map(\.stringValue).filter({ !AddTask.fields.contains($0) }).min() {
+                throw UnknownField(index: decoder.codingPath.last?.intValue, name: unknown)
+            }
+            task = try AddTask(from: decoder)
         }
     }
 

@@ -41,11 +41,11 @@ package struct BackgroundClient: Sendable {
         try decode(BackgroundTaskRecord.self, try await send("POST", "/v1/tasks", body: request))
     }
 
-    /// Adds `requests` in one request and one transaction (all or none); the tasks come back
+    /// Adds `requests` in one request and one transaction (all or none); their ids come back
     /// in the order asked. At most ``BackgroundAPI/AddTasks/maximumCount`` at once.
-    package func add(_ requests: [BackgroundAPI.AddTask]) async throws -> [BackgroundTaskRecord] {
+    package func add(_ requests: [BackgroundAPI.AddTask]) async throws -> [Int64] {
         let batch = BackgroundAPI.AddTasks(tasks: requests)
-        return try decode(BackgroundAPI.AddedTasks.self, try await send("POST", "/v1/tasks/batch", body: batch)).tasks
+        return try decode(BackgroundAPI.AddedTasks.self, try await send("POST", "/v1/tasks/batch", body: batch)).ids
     }
 
     /// A page of tasks (see `GET /v1/tasks` in `docs/DaemonProtocol.md`) and the totals.

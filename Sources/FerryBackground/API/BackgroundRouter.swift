@@ -65,8 +65,8 @@ struct BackgroundRouter: Sendable {
                     throw BackgroundAPI.Failure(error.status, error.code, "tasks[\(index)]: \(error.message)")
                 }
             }
-            let added = try await daemon.add(records).map(\.redacted)
-            return Response(status: 201, body: Self.json(BackgroundAPI.AddedTasks(tasks: added)))
+            let ids = try await daemon.add(records)
+            return Response(status: 201, body: Self.json(BackgroundAPI.AddedTasks(ids: ids)))
         case ("GET", .tasks):
             let session = try query["session"].map(Self.validSession)
             guard let page = try Self.pageQuery(query, session: session) else {

@@ -143,15 +143,12 @@ package actor BackgroundDaemon {
         return try store.task(added.id ?? 0) ?? added
     }
 
-    /// Queues new tasks in one transaction (all or none), then schedules once; returns them
-    /// in order, with their ids and the state scheduling left.
-    package func add(_ tasks: [BackgroundTaskRecord]) throws -> [BackgroundTaskRecord] {
-        var added = try store.insert(tasks)
+    /// Queues new tasks in one transaction (all or none), then schedules once; returns their
+    /// ids, in order.
+    package func add(_ tasks: [BackgroundTaskRecord]) throws -> [Int64] {
+        let ids = try store.insert(tasks).compactMap(\.id)
         try schedule()
-        for index in added.indices where added[index].id.map({ running[$0] != nil }) == true {
-            added[index].state = .running
-        }
-        return added
+        return ids
     }
 
     /// Stops a queued or running task, keeping what it fetched.
@@ -318,14 +315,17 @@ package actor BackgroundDaemon {
             download.checksum = record.checksum.flatMap { try? Checksum(parsing: $0) }
             transfer = download
         }
-        try store.update(id) { $0.state = .running }
+        try store.setState(id, .running)
         running[id] = transfer
-        let checkpoint = store.resumeData(for: BackgroundTaskRecord.resumeKey(for: id))?.bytesOnDisk ?? 0
-        let held =
-            checkpoint > 0
-            ? " (a checkpoint holds \(checkpoint) bytes)"
-            : record.bytesReceived > 0 ? " (no checkpoint of the \(record.bytesReceived) bytes seen: from byte 0)" : ""
-        logger.info("task \(id) started: \(record.url) → \(record.destination)\(held)")
+        if logger.logLevel <= .info {
+            let checkpoint = store.resumeData(for: BackgroundTaskRecord.resumeKey(for: id))?.bytesOnDisk ?? 0
+            let held =
+                checkpoint > 0
+                ? " (a checkpoint holds \(checkpoint) bytes)"
+                : record.bytesReceived > 0
+                    ? " (no checkpoint of the \(record.bytesReceived) bytes seen: from byte 0)" : ""
+            logger.info("task \(id) started: \(record.url) → \(record.destination)\(held)")
+        }
         let events = transfer.events
         transfer.resume()
         let logger = self.logger
@@ -432,12 +432,11 @@ package actor BackgroundDaemon {
             logger.info("task \(id) completed: \(transfer.countOfBytesSent) bytes sent")
         } else {
             let received = transfer.countOfBytesReceived
-            try store.update(id) {
+            let file = (transfer as? DownloadTask)?.fileURL?.path
+            try store.finish(id, as: .completed, detail: file) {
                 $0.bytesReceived = max($0.bytesReceived, received)
                 $0.bytesExpected = $0.bytesExpected ?? received
             }
-            let file = (transfer as? DownloadTask)?.fileURL?.path
-            try store.finish(id, as: .completed, detail: file)
             logger.info("task \(id) completed: \(received) bytes → \(file ?? "")")
         }
     }
@@ -469,7 +468,7 @@ package actor BackgroundDaemon {
         }
         let response = upload.response
         let sent = upload.countOfBytesSent
-        try store.update(id) {
+        try store.finish(id, as: .completed, detail: destination.path) {
             $0.responseStatus = response?.statusCode
             $0.responseHeaders = response.map {
                 Dictionary($0.headers.map { ($0.name, $0.value) }) { first, _ in first }
@@ -477,7 +476,6 @@ package actor BackgroundDaemon {
             $0.bytesReceived = sent
             $0.bytesExpected = sent
         }
-        try store.finish(id, as: .completed, detail: destination.path)
     }
 
     /// How far a running task is now (the store has the last checkpoint): bytes received by

@@ -6,9 +6,12 @@ import GRDB
 /// validator, partial file), and the events not yet acknowledged, in one SQLite database in
 /// WAL mode (`ferry.sqlite` in the state directory).
 ///
-/// Every write is a transaction that is durable when the call returns, so a `kill -9` at any
-/// moment leaves either the state before or the state after it. Safe to use from any
-/// thread; the database serializes writers.
+/// Every write is a transaction committed when the call returns, so a `kill -9` at any
+/// moment leaves either the state before or the state after it. Commits go to the WAL
+/// without a flush of their own (`synchronous = NORMAL`; checkpoints flush): a power loss or
+/// a kernel crash can lose the last ones, never the database's consistency, as a partial
+/// file keeps only its flushed bytes across boots. Safe to use from any thread; the
+/// database serializes writers.
 package final class BackgroundStore: Sendable {
     let database: DatabasePool
     /// Rings after every event recorded (``finish(_:as:detail:)``).
@@ -36,6 +39,8 @@ package final class BackgroundStore: Sendable {
             for suffix in ["-wal", "-shm"] { chmod(path + suffix, 0o600) }
             var configuration = Configuration()
             configuration.busyMode = .timeout(10)
+            // A flush per commit would cost a download of a small file three flushes.
+            configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
             database = try DatabasePool(path: path, configuration: configuration)
             try Self.migrator.migrate(database)
         } catch {
@@ -191,6 +196,14 @@ package final class BackgroundStore: Sendable {
         }
     }
 
+    /// Sets a task's state alone, in one transaction (a task that starts: its row is not
+    /// read back).
+    package func setState(_ id: Int64, _ state: BackgroundTaskRecord.State) throws {
+        try database.write { db in
+            try db.execute(sql: "UPDATE task SET state = ? WHERE id = ?", arguments: [state.rawValue, id])
+        }
+    }
+
     /// Changes a task in one transaction; returns it as stored, or `nil` when it does not
     /// exist. `change` may throw to leave it untouched.
     @discardableResult
@@ -208,14 +221,17 @@ package final class BackgroundStore: Sendable {
 
     /// Ends a task and records its event in one transaction, so the event exists exactly
     /// when the state says it ended.
+    /// `change`, when given, is made to the task in the same transaction.
     @discardableResult
     package func finish(
         _ id: Int64,
         as state: BackgroundTaskRecord.State,
-        detail: String?
+        detail: String?,
+        change: (@Sendable (inout BackgroundTaskRecord) -> Void)? = nil
     ) throws -> BackgroundEventRecord? {
         let event = try database.write { db -> BackgroundEventRecord? in
             guard var task = try BackgroundTaskRecord.fetchOne(db, key: id), !task.state.isFinal else { return nil }
+            change?(&task)
             task.state = state
             task.finishedAt = Date()
             if state == .failed { task.errorMessage = detail }
