@@ -1,3 +1,4 @@
+import Ferry
 import FerryBackground
 import FerryTestServer
 import Foundation
@@ -11,6 +12,8 @@ import Glibc
 enum Browser {
     static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("Support/web_page.py")
+    static let largeScript = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("Support/web_page_large.py")
     static var required: Bool { ProcessInfo.processInfo.environment["FERRY_REQUIRE_CHROMIUM"] == "1" }
     static let isAvailable =
         FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium")
@@ -191,5 +194,42 @@ struct WebDaemon {
         try FileManager.default.copyItem(at: screenshot, to: kept)
         let png = try Data(contentsOf: kept)
         #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47]))
+    }
+
+    /// With 100,000 tasks stored the page fetches a page, not the store: the first page is
+    /// shown within 2 s of the navigation (the page's own clock), with the totals, and the
+    /// next and previous pages follow the list's order.
+    @Test(.enabled(if: Browser.enabled, "needs chromium, chromedriver and selenium"))
+    func aHundredThousandTasksShowAPageAtOnce() async throws {
+        let web = try await WebDaemon.started()
+        defer { DaemonProcess.killNine(web.pid) }
+        let folder = web.daemon.directory.appendingPathComponent("never", isDirectory: true)
+        let count = 100_000
+        var ids: [Int64] = []
+        for start in stride(from: 0, to: count, by: BackgroundAPI.AddTasks.maximumCount) {
+            let batch = (start..<min(count, start + BackgroundAPI.AddTasks.maximumCount)).map { index in
+                var task = BackgroundAPI.AddTask(
+                    url: "http://127.0.0.1:9/f\(index)",
+                    destination: folder.appendingPathComponent("f\(index)").path
+                )
+                task.earliestBeginDate = Date(timeIntervalSinceNow: 3600)
+                return task
+            }
+            ids += try await web.daemon.client.add(batch)
+        }
+        #expect(ids.count == count)
+        let run = try await ProcessRunner.run(
+            "/usr/bin/env",
+            ["python3", Browser.largeScript.path, web.address, "100"]
+        )
+        let output = String(decoding: run.stdout, as: UTF8.self)
+        try #require(run.status == 0, "\(output)\(String(decoding: run.stderr, as: UTF8.self))")
+        let seen = try #require(try JSONSerialization.jsonObject(with: run.stdout) as? [String: Any])
+        let shown = try #require(seen["shownAfterSeconds"] as? Double)
+        #expect(shown < 2, "the first page was shown \(shown) s after the navigation began")
+        #expect((seen["firstPage"] as? [Int])?.map(Int64.init) == Array(ids.prefix(100)))
+        #expect((seen["secondPage"] as? [Int])?.map(Int64.init) == Array(ids.dropFirst(100).prefix(100)))
+        #expect((seen["backToFirst"] as? [Int])?.map(Int64.init) == Array(ids.prefix(100)))
+        #expect((seen["summary"] as? String)?.hasPrefix("100000 queued") == true, "\(seen["summary"] ?? "")")
     }
 }
