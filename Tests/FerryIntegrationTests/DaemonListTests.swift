@@ -8,7 +8,7 @@ import Testing
 /// real daemon process. Nothing downloads: every task waits for `--start-after`.
 @Suite("ferry add -i batches, ferry ls pages (real processes)", .serialized)
 struct DaemonListTests {
-    /// One more than a batch holds, and then some: two batches.
+    /// More than the API takes in one batch, and not a whole number of `add -i`'s batches.
     static let count = BackgroundAPI.AddTasks.maximumCount + 2345
 
     @Test func aLongListIsAddedInBatchesAndListedByPages() async throws {

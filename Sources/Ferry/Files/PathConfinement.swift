@@ -1,5 +1,11 @@
 package import Foundation
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Whether a path lies inside a set of directories once symbolic links are resolved: how
 /// the background daemon keeps each task's files inside the directories it may use.
 ///
@@ -11,8 +17,22 @@ package enum PathConfinement {
     /// Whether `file`'s directory, with links resolved as far as it exists, is one of
     /// `directories` (links resolved too) or lies inside one.
     package static func contains(_ directories: [URL], _ file: URL) -> Bool {
+        contains(resolved: resolved(directories), file)
+    }
+
+    /// `directories` with links resolved as far as they exist: what
+    /// ``contains(resolved:_:)`` compares with, for a caller that judges many files against
+    /// the same directories (the daemon resolves its allowed directories once, at start; a
+    /// link that appears or changes in one later can only make a file be refused).
+    package static func resolved(_ directories: [URL]) -> [String] {
+        directories.map { resolvedExistingPrefix($0).path }
+    }
+
+    /// Whether `file`'s directory, with links resolved as far as it exists, is one of
+    /// `resolved` (from ``resolved(_:)``) or lies inside one.
+    package static func contains(resolved: [String], _ file: URL) -> Bool {
         let directory = resolvedExistingPrefix(file.deletingLastPathComponent()).path
-        return directories.map { resolvedExistingPrefix($0).path }.contains { allowed in
+        return resolved.contains { allowed in
             directory == allowed || directory.hasPrefix(allowed == "/" ? "/" : allowed + "/")
         }
     }
@@ -20,14 +40,30 @@ package enum PathConfinement {
     /// `directory` with symbolic links resolved as far as it exists; the missing rest is
     /// appended as written.
     package static func resolvedExistingPrefix(_ directory: URL) -> URL {
-        var existing = directory.standardizedFileURL
+        var existing = directory.standardizedFileURL.path
         var missing: [String] = []
-        while !FileManager.default.fileExists(atPath: existing.path), existing.path != "/" {
-            missing.insert(existing.lastPathComponent, at: 0)
-            existing = existing.deletingLastPathComponent()
+        // realpath(3): one walk in the C library, where Foundation's resolution stats and
+        // rebuilds a URL per component (the daemon judges several paths per task).
+        while true {
+            if let resolved = realPath(existing) {
+                var url = URL(fileURLWithPath: resolved, isDirectory: true)
+                for component in missing { url.appendPathComponent(component) }
+                return url
+            }
+            guard existing != "/", let slash = existing.lastIndex(of: "/") else { break }
+            missing.insert(String(existing[existing.index(after: slash)...]), at: 0)
+            existing = slash == existing.startIndex ? "/" : String(existing[..<slash])
         }
-        var resolved = existing.resolvingSymlinksInPath()
-        for component in missing { resolved.appendPathComponent(component) }
-        return resolved
+        var url = URL(fileURLWithPath: "/", isDirectory: true)
+        for component in missing { url.appendPathComponent(component) }
+        return url
+    }
+
+    /// `path` with every link resolved, or `nil` when some part of it does not exist (or is
+    /// not a directory where one is needed).
+    private static func realPath(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
     }
 }

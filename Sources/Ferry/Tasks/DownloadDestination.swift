@@ -38,8 +38,9 @@ public struct DownloadDestination: Sendable {
     let fixedPath: String?
     /// An open handle the body is written into in order (``stream(to:)``).
     let handle: FileHandle?
-    /// Directories the file must still lie in (links resolved) when it is moved into place.
-    package private(set) var confinement: [URL]?
+    /// Directories the file must still lie in (links resolved, by
+    /// ``PathConfinement/resolved(_:)``) when it is moved into place.
+    package private(set) var confinement: [String]?
 
     /// A destination chosen by `resolve` from the temporary file and the response.
     public init(
@@ -86,10 +87,11 @@ public struct DownloadDestination: Sendable {
         )
     }
 
-    /// A fixed file that must lie inside `directories` (symbolic links resolved) when it is
-    /// moved into place, or the move fails: the daemon's tasks, whose paths were judged
-    /// when they were added and could have changed since.
-    package static func file(_ url: URL, options: Options, confinedTo directories: [URL]) -> DownloadDestination {
+    /// A fixed file that must lie inside `directories` (symbolic links resolved, by
+    /// ``PathConfinement/resolved(_:)``) when it is moved into place, or the move fails: the
+    /// daemon's tasks, whose paths were judged when they were added and could have changed
+    /// since.
+    package static func file(_ url: URL, options: Options, confinedTo directories: [String]) -> DownloadDestination {
         var destination = DownloadDestination(fixed: url, options: options)
         destination.confinement = directories
         return destination

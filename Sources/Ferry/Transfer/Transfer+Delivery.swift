@@ -38,7 +38,7 @@ extension Transfer {
             task.client.publish(.finishedDownloading(location: location))
             do {
                 let target = try destination.resolve(location, head)
-                if let directories = destination.confinement, !PathConfinement.contains(directories, target) {
+                if let directories = destination.confinement, !PathConfinement.contains(resolved: directories, target) {
                     throw FerryError(
                         .fileSystem,
                         "'\(target.path)' no longer lies in a directory this download may write (a link changed since it was added): nothing was moved."

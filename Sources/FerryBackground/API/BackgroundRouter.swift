@@ -7,6 +7,14 @@ struct BackgroundRouter: Sendable {
     let daemon: BackgroundDaemon
     /// Directories a finished file may be written under.
     let allowedDirectories: [URL]
+    /// ``allowedDirectories`` with links resolved, once.
+    private let resolvedDirectories: [String]
+
+    init(daemon: BackgroundDaemon, allowedDirectories: [URL]) {
+        self.daemon = daemon
+        self.allowedDirectories = allowedDirectories
+        resolvedDirectories = PathConfinement.resolved(allowedDirectories)
+    }
 
     struct Response: Sendable {
         var status: Int
@@ -337,8 +345,8 @@ struct BackgroundRouter: Sendable {
         }
         let file = URL(fileURLWithPath: path)
         let directory = PathConfinement.resolvedExistingPrefix(file.deletingLastPathComponent())
-        guard PathConfinement.contains(allowedDirectories, file) else {
-            let allowed = allowedDirectories.map { PathConfinement.resolvedExistingPrefix($0).path }
+        guard PathConfinement.contains(resolved: resolvedDirectories, file) else {
+            let allowed = resolvedDirectories
             throw .forbiddenPath(
                 "'\(path)' is outside the directories the daemon may use (\(allowed.joined(separator: ", ")))."
             )

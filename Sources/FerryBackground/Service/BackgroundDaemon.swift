@@ -45,8 +45,8 @@ package actor BackgroundDaemon {
     package let store: BackgroundStore
     private let session: Session
     private let scheduler: BackgroundScheduler
-    /// ``Options/allowedDirectories``.
-    private let allowedDirectories: [URL]?
+    /// ``Options/allowedDirectories`` with links resolved, once.
+    private let resolvedDirectories: [String]?
     private var running: [Int64: SessionTask] = [:]
     /// Why a running transfer is being stopped, when the daemon stops it.
     private var stopping: [Int64: BackgroundTaskRecord.State] = [:]
@@ -81,7 +81,7 @@ package actor BackgroundDaemon {
         configuration.metricsFactory = options.metricsFactory ?? NOOPMetricsHandler.instance
         session = try Session(configuration: configuration)
         scheduler = BackgroundScheduler(limit: options.globalLimit)
-        allowedDirectories = options.allowedDirectories
+        resolvedDirectories = options.allowedDirectories.map(PathConfinement.resolved)
         retention = options.retention
         pruning = PruneSchedule(keeps: options.retention.maximumFinishedTasks)
         logger = options.logger
@@ -282,9 +282,11 @@ package actor BackgroundDaemon {
         var request = URLRequest(url: url)
         for (name, value) in record.headers { request.setValue(value, forHTTPHeaderField: name) }
         let transfer: SessionTask
-        let allowed = allowedDirectories
-        if let allowed,
-            !PathConfinement.contains(allowed, URL(fileURLWithPath: record.sourceFile ?? record.destination))
+        if let resolvedDirectories,
+            !PathConfinement.contains(
+                resolved: resolvedDirectories,
+                URL(fileURLWithPath: record.sourceFile ?? record.destination)
+            )
         {
             try store.finish(
                 id,
@@ -307,7 +309,8 @@ package actor BackgroundDaemon {
             let replacing: DownloadDestination.Options = [.removePreviousFile, .createIntermediateDirectories]
             let download = session.downloadTask(
                 with: request,
-                to: allowed.map { .file(file, options: replacing, confinedTo: $0) } ?? .file(file, options: replacing)
+                to: resolvedDirectories.map { .file(file, options: replacing, confinedTo: $0) }
+                    ?? .file(file, options: replacing)
             )
             download.resumeKey = record.resumeKey
             download.resumesFromStore = true
@@ -433,10 +436,7 @@ package actor BackgroundDaemon {
         } else {
             let received = transfer.countOfBytesReceived
             let file = (transfer as? DownloadTask)?.fileURL?.path
-            try store.finish(id, as: .completed, detail: file) {
-                $0.bytesReceived = max($0.bytesReceived, received)
-                $0.bytesExpected = $0.bytesExpected ?? received
-            }
+            try store.finish(id, as: .completed, detail: file, received: received)
             logger.info("task \(id) completed: \(received) bytes → \(file ?? "")")
         }
     }

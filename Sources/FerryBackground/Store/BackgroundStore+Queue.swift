@@ -18,6 +18,8 @@ import GRDB
 /// dated task whose date has passed is found by a range of `task_dated` and sorted with its
 /// peers, so that cost grows with the dated tasks already due, which a scheduler that
 /// starts them soon keeps small.
+///
+/// Its statements are cached by the connection (compiled once, not at every schedule).
 extension BackgroundStore {
     /// The indexes the queue is read through.
     static func createQueueIndexes(_ db: Database) throws {
@@ -41,12 +43,13 @@ extension BackgroundStore {
             }
             // The next earliest start still ahead: the scheduler's wake-up.
             if let next = try BackgroundTaskRecord.fetchOne(
-                db,
-                sql: """
-                    SELECT * FROM task INDEXED BY task_dated
-                    WHERE state = 'queued' AND earliestBeginDate IS NOT NULL AND earliestBeginDate > ?
-                    ORDER BY earliestBeginDate LIMIT 1
-                    """,
+                db.cachedStatement(
+                    sql: """
+                        SELECT * FROM task INDEXED BY task_dated
+                        WHERE state = 'queued' AND earliestBeginDate IS NOT NULL AND earliestBeginDate > ?
+                        ORDER BY earliestBeginDate LIMIT 1
+                        """
+                ),
                 arguments: [now]
             ) {
                 head.append(next)
@@ -65,22 +68,24 @@ extension BackgroundStore {
     ) throws -> [BackgroundTaskRecord] {
         guard limit > 0 else { return [] }
         let undated = try BackgroundTaskRecord.fetchAll(
-            db,
-            sql: """
-                SELECT * FROM task INDEXED BY task_ready
-                WHERE state = 'queued' AND earliestBeginDate IS NULL AND isDiscretionary = ?
-                ORDER BY isDiscretionary, priority DESC, id LIMIT ?
-                """,
+            db.cachedStatement(
+                sql: """
+                    SELECT * FROM task INDEXED BY task_ready
+                    WHERE state = 'queued' AND earliestBeginDate IS NULL AND isDiscretionary = ?
+                    ORDER BY isDiscretionary, priority DESC, id LIMIT ?
+                    """
+            ),
             arguments: [discretionary, limit]
         )
         let due = try BackgroundTaskRecord.fetchAll(
-            db,
-            sql: """
-                SELECT * FROM task INDEXED BY task_dated
-                WHERE state = 'queued' AND earliestBeginDate IS NOT NULL AND earliestBeginDate <= ?
-                    AND isDiscretionary = ?
-                ORDER BY priority DESC, id LIMIT ?
-                """,
+            db.cachedStatement(
+                sql: """
+                    SELECT * FROM task INDEXED BY task_dated
+                    WHERE state = 'queued' AND earliestBeginDate IS NOT NULL AND earliestBeginDate <= ?
+                        AND isDiscretionary = ?
+                    ORDER BY priority DESC, id LIMIT ?
+                    """
+            ),
             arguments: [now, discretionary, limit]
         )
         guard !due.isEmpty else { return undated }

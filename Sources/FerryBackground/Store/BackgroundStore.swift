@@ -200,7 +200,9 @@ package final class BackgroundStore: Sendable {
     /// read back).
     package func setState(_ id: Int64, _ state: BackgroundTaskRecord.State) throws {
         try database.write { db in
-            try db.execute(sql: "UPDATE task SET state = ? WHERE id = ?", arguments: [state.rawValue, id])
+            try db.cachedStatement(sql: "UPDATE task SET state = ? WHERE id = ?").execute(arguments: [
+                state.rawValue, id,
+            ])
         }
     }
 
@@ -221,33 +223,69 @@ package final class BackgroundStore: Sendable {
 
     /// Ends a task and records its event in one transaction, so the event exists exactly
     /// when the state says it ended.
-    /// `change`, when given, is made to the task in the same transaction.
+    ///
+    /// - Parameters:
+    ///   - detail: the event's detail (the file, or why it failed: then the task's error
+    ///     message too).
+    ///   - received: bytes the transfer moved, when it knows: the task's count becomes at
+    ///     least that, and its expected count that when it had none.
+    ///   - change: a change made to the task in the same transaction (the row is then read
+    ///     and written whole; without one, only the columns an end touches are written).
     @discardableResult
     package func finish(
         _ id: Int64,
         as state: BackgroundTaskRecord.State,
         detail: String?,
+        received: Int64? = nil,
         change: (@Sendable (inout BackgroundTaskRecord) -> Void)? = nil
     ) throws -> BackgroundEventRecord? {
         let event = try database.write { db -> BackgroundEventRecord? in
-            guard var task = try BackgroundTaskRecord.fetchOne(db, key: id), !task.state.isFinal else { return nil }
-            change?(&task)
-            task.state = state
-            task.finishedAt = Date()
-            if state == .failed { task.errorMessage = detail }
-            try task.update(db)
-            try db.execute(
-                sql: "DELETE FROM resume WHERE key IN (?, ?)",
-                arguments: [task.resumeKey, Self.uploadKey(task.resumeKey)]
-            )
+            let now = Date()
+            let session: String
+            if let change {
+                guard var task = try BackgroundTaskRecord.fetchOne(db, key: id), !task.state.isFinal else { return nil }
+                change(&task)
+                task.state = state
+                task.finishedAt = now
+                if state == .failed { task.errorMessage = detail }
+                if let received {
+                    task.bytesReceived = max(task.bytesReceived, received)
+                    task.bytesExpected = task.bytesExpected ?? received
+                }
+                try task.update(db)
+                session = task.session
+            } else {
+                // The end of every download: one statement, no record read or written whole.
+                let ended = try String.fetchOne(
+                    db.cachedStatement(
+                        sql: """
+                            UPDATE task SET state = ?, finishedAt = ?,
+                                errorMessage = CASE WHEN ? THEN ? ELSE errorMessage END,
+                                bytesReceived = MAX(bytesReceived, COALESCE(?, bytesReceived)),
+                                bytesExpected = COALESCE(bytesExpected, ?)
+                            WHERE id = ? AND state NOT IN ('completed', 'failed', 'canceled')
+                            RETURNING session
+                            """
+                    ),
+                    arguments: [state.rawValue, now, state == .failed, detail, received, received, id]
+                )
+                guard let ended else { return nil }
+                session = ended
+            }
+            let key = BackgroundTaskRecord.resumeKey(for: id)
+            try db.cachedStatement(sql: "DELETE FROM resume WHERE key IN (?, ?)")
+                .execute(arguments: [key, Self.uploadKey(key)])
             let kind: BackgroundEventRecord.Kind =
                 switch state {
                 case .completed: .completed
                 case .canceled: .canceled
                 default: .failed
                 }
-            var event = BackgroundEventRecord(session: task.session, taskId: id, kind: kind, detail: detail)
-            try event.insert(db)
+            var event = BackgroundEventRecord(session: session, taskId: id, kind: kind, detail: detail, createdAt: now)
+            try db.cachedStatement(
+                sql: "INSERT INTO event (session, taskId, kind, detail, createdAt) VALUES (?, ?, ?, ?, ?)"
+            ).execute(arguments: [session, id, kind.rawValue, detail, now])
+            event.seq = db.lastInsertedRowID
             return event
         }
         if event != nil { events.ring() }
@@ -287,7 +325,9 @@ extension BackgroundStore: ResumeStorage {
     }
 
     package func remove(_ key: String) {
-        _ = try? database.write { db in try db.execute(sql: "DELETE FROM resume WHERE key = ?", arguments: [key]) }
+        _ = try? database.write { db in
+            try db.cachedStatement(sql: "DELETE FROM resume WHERE key = ?").execute(arguments: [key])
+        }
     }
 
     /// An upload's entry shares the table, under a key of its own.
@@ -313,7 +353,7 @@ extension BackgroundStore: ResumeStorage {
     /// The entry stored as `entryKey`.
     private func entry(_ entryKey: String) -> Data? {
         try? database.read { db in
-            try Data.fetchOne(db, sql: "SELECT data FROM resume WHERE key = ?", arguments: [entryKey])
+            try Data.fetchOne(db.cachedStatement(sql: "SELECT data FROM resume WHERE key = ?"), arguments: [entryKey])
         }
     }
 
