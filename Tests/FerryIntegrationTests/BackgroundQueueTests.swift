@@ -49,15 +49,17 @@ struct BackgroundQueueTests {
             }
         }
         let whole = try store.tasks().filter { $0.state == .queued }
+        let queued = Dictionary(uniqueKeysWithValues: candidates(whole).map { ($0.id, $0) })
         for limit in [1, 2, 4, 16] {
             let scheduler = BackgroundScheduler(limit: limit)
             for running in 0...limit {
                 let free = max(0, limit - running)
                 let head = try store.queueHead(now: now, free: free)
                 #expect(head.count <= 2 * free + 2, "the head is bounded by the free slots, not the queue")
-                #expect(head.allSatisfy { $0.state == .queued })
+                // Queued tasks only, each as stored.
+                #expect(head.allSatisfy { queued[$0.id] == $0 }, "seed \(seed): \(head)")
                 #expect(
-                    scheduler.decide(queued: candidates(head), running: running, now: now)
+                    scheduler.decide(queued: head, running: running, now: now)
                         == scheduler.decide(queued: candidates(whole), running: running, now: now),
                     "seed \(seed), limit \(limit), running \(running)"
                 )

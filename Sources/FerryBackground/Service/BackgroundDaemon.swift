@@ -255,13 +255,9 @@ package actor BackgroundDaemon {
         // ten tasks stored or a million (BackgroundStore+Queue.swift).
         let now = Date()
         let queued = try store.queueHead(now: now, free: max(0, scheduler.limit - running.count))
-        let decision = scheduler.decide(
-            queued: queued.compactMap(BackgroundScheduler.Candidate.init),
-            running: running.count,
-            now: now
-        )
+        let decision = scheduler.decide(queued: queued, running: running.count, now: now)
         for id in decision.start {
-            guard let task = queued.first(where: { $0.id == id }) else { continue }
+            guard let task = try store.task(id) else { continue }
             try run(task, id: id)
         }
         wake?.cancel()

@@ -33,8 +33,10 @@ extension BackgroundStore {
         )
     }
 
-    /// The head of the queue at `now` for `free` slots: see the type's discussion.
-    package func queueHead(now: Date, free: Int) throws -> [BackgroundTaskRecord] {
+    /// The head of the queue at `now` for `free` slots (see the type's discussion): the
+    /// columns the scheduler reads, not whole records (those of the tasks it starts are read
+    /// then).
+    package func queueHead(now: Date, free: Int) throws -> [BackgroundScheduler.Candidate] {
         try database.read { db in
             let urgent = try Self.eligible(db, discretionary: false, now: now, limit: free + 1)
             var head = urgent
@@ -42,17 +44,17 @@ extension BackgroundStore {
                 head += try Self.eligible(db, discretionary: true, now: now, limit: free - urgent.count)
             }
             // The next earliest start still ahead: the scheduler's wake-up.
-            if let next = try BackgroundTaskRecord.fetchOne(
+            if let next = try Row.fetchOne(
                 db.cachedStatement(
                     sql: """
-                        SELECT * FROM task INDEXED BY task_dated
+                        SELECT \(Self.candidateColumns) FROM task INDEXED BY task_dated
                         WHERE state = 'queued' AND earliestBeginDate IS NOT NULL AND earliestBeginDate > ?
                         ORDER BY earliestBeginDate LIMIT 1
                         """
                 ),
                 arguments: [now]
             ) {
-                head.append(next)
+                head.append(Self.candidate(next))
             }
             return head
         }
@@ -65,22 +67,23 @@ extension BackgroundStore {
         discretionary: Bool,
         now: Date,
         limit: Int
-    ) throws -> [BackgroundTaskRecord] {
+    ) throws -> [BackgroundScheduler.Candidate] {
         guard limit > 0 else { return [] }
-        let undated = try BackgroundTaskRecord.fetchAll(
+        let undated = try Row.fetchAll(
             db.cachedStatement(
                 sql: """
-                    SELECT * FROM task INDEXED BY task_ready
+                    SELECT \(candidateColumns) FROM task INDEXED BY task_ready
                     WHERE state = 'queued' AND earliestBeginDate IS NULL AND isDiscretionary = ?
                     ORDER BY isDiscretionary, priority DESC, id LIMIT ?
                     """
             ),
             arguments: [discretionary, limit]
         )
-        let due = try BackgroundTaskRecord.fetchAll(
+        .map(candidate)
+        let due = try Row.fetchAll(
             db.cachedStatement(
                 sql: """
-                    SELECT * FROM task INDEXED BY task_dated
+                    SELECT \(candidateColumns) FROM task INDEXED BY task_dated
                     WHERE state = 'queued' AND earliestBeginDate IS NOT NULL AND earliestBeginDate <= ?
                         AND isDiscretionary = ?
                     ORDER BY priority DESC, id LIMIT ?
@@ -88,11 +91,24 @@ extension BackgroundStore {
             ),
             arguments: [now, discretionary, limit]
         )
+        .map(candidate)
         guard !due.isEmpty else { return undated }
         let merged = (undated + due).sorted { lhs, rhs in
-            lhs.priority != rhs.priority ? lhs.priority > rhs.priority : (lhs.id ?? 0) < (rhs.id ?? 0)
+            lhs.priority != rhs.priority ? lhs.priority > rhs.priority : lhs.id < rhs.id
         }
         return Array(merged.prefix(limit))
+    }
+
+    /// What the scheduler reads of a queued task.
+    private static let candidateColumns = "id, priority, earliestBeginDate, isDiscretionary"
+
+    private static func candidate(_ row: Row) -> BackgroundScheduler.Candidate {
+        BackgroundScheduler.Candidate(
+            id: row["id"],
+            priority: row["priority"],
+            earliestBeginDate: row["earliestBeginDate"],
+            isDiscretionary: row["isDiscretionary"]
+        )
     }
 
     /// The tasks in `state`, oldest first (through the index on `state`).
