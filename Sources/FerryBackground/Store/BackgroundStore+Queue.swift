@@ -36,8 +36,11 @@ extension BackgroundStore {
     /// The head of the queue at `now` for `free` slots (see the type's discussion): the
     /// columns the scheduler reads, not whole records (those of the tasks it starts are read
     /// then).
+    ///
+    /// Its statements run without a transaction around them: the tasks they read change
+    /// state only on the daemon's actor, which is where this is asked.
     package func queueHead(now: Date, free: Int) throws -> [BackgroundScheduler.Candidate] {
-        try database.read { db in
+        try database.unsafeRead { db in
             let urgent = try Self.eligible(db, discretionary: false, now: now, limit: free + 1)
             var head = urgent
             if urgent.count <= free {

@@ -183,8 +183,15 @@ package final class BackgroundStore: Sendable {
         }
     }
 
+    /// Task `id`, or `nil`. One statement, cached, read without a transaction of its own
+    /// (a statement sees one state of the database).
     package func task(_ id: Int64) throws -> BackgroundTaskRecord? {
-        try database.read { db in try BackgroundTaskRecord.fetchOne(db, key: id) }
+        try database.unsafeRead { db in
+            try BackgroundTaskRecord.fetchOne(
+                db.cachedStatement(sql: "SELECT * FROM task WHERE id = ?"),
+                arguments: [id]
+            )
+        }
     }
 
     /// Every task, or those of one session, oldest first.
