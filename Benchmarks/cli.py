@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 
-from loopback import free_port, sha256, wait_for
+from loopback import Nginx, free_port, sha256, wait_for
 
 bin_dir, runs = sys.argv[1], int(sys.argv[2])
 # FERRY_CLI_SCENARIOS=13,14 runs only those (default: all four).
@@ -73,46 +73,6 @@ def median(rows, name, index=0):
 def empty(directory):
     shutil.rmtree(directory, ignore_errors=True)
     os.makedirs(directory)
-
-
-class Nginx:
-    """An nginx of its own on loopback serving root, logging `$connection $body_bytes_sent`."""
-
-    def __init__(self, name, root, listen=""):
-        self.port, self.prefix = free_port(), os.path.join(work, name)
-        os.makedirs(os.path.join(self.prefix, "tmp"), exist_ok=True)
-        self.log = os.path.join(self.prefix, "access.log")
-        user = "user root;" if os.geteuid() == 0 else ""
-        tmp = os.path.join(self.prefix, "tmp")
-        self.conf = os.path.join(self.prefix, "nginx.conf")
-        with open(self.conf, "w") as f:
-            f.write(f"""daemon on; worker_processes 1; {user}
-error_log {self.prefix}/error.log; pid {self.prefix}/nginx.pid;
-events {{ worker_connections 1024; }}
-http {{ log_format sent '$connection $body_bytes_sent'; access_log {self.log} sent; sendfile on;
-  keepalive_requests 1000000;
-  client_body_temp_path {tmp}; proxy_temp_path {tmp}; fastcgi_temp_path {tmp}; uwsgi_temp_path {tmp}; scgi_temp_path {tmp};
-  server {{ listen 127.0.0.1:{self.port}{listen}; root {root}; }} }}""")
-        self.signal(None)
-        wait_for(self.port)
-
-    def signal(self, name):
-        extra = ["-s", name] if name else []
-        subprocess.run(["/usr/sbin/nginx", "-p", self.prefix, "-c", self.conf, "-e", f"{self.prefix}/error.log"] + extra,
-                       check=True, capture_output=True)
-
-    def fresh_log(self):
-        open(self.log, "w").close()
-        self.signal("reopen")
-        time.sleep(0.2)
-
-    def connections(self):
-        time.sleep(0.2)
-        lines = [line.split() for line in open(self.log) if line.strip()]
-        return len(lines), len({line[0] for line in lines})
-
-    def stop(self):
-        self.signal("stop")
 
 
 def table(title, explanation, rows, reference, extra=None):
@@ -183,7 +143,7 @@ if "11" in only:
             f.write(body)
     expected = hashlib.sha256(body).hexdigest()
     for version, listen in (("HTTP/2", " ssl http2"), ("HTTP/1.1", " ssl")):
-        server = Nginx("tls" if version == "HTTP/2" else "tls1", root, f"{listen}; ssl_certificate {cert}; "
+        server = Nginx(work, "tls" if version == "HTTP/2" else "tls1", root, f"{listen}; ssl_certificate {cert}; "
                        f"ssl_certificate_key {key}")
         urls = [f"https://127.0.0.1:{server.port}/m/f{i}" for i in range(1000)]
         here = os.path.join(work, "out")
@@ -214,7 +174,7 @@ if "12" in only:
         with open(os.path.join(root, "s", str(i)), "wb") as f:
             f.write(small)
     small_expected = hashlib.sha256(small).hexdigest()
-    server = Nginx("plain", root)
+    server = Nginx(work, "plain", root)
     rss = {}
     for count in (1_000, 10_000, 50_000):
         urls = [f"http://127.0.0.1:{server.port}/s/{i}" for i in range(count)]
@@ -265,7 +225,7 @@ if "15" in only:
     for i in range(1000):
         with open(os.path.join(root, "a", str(i)), "wb") as f:
             f.write(b"x" * 1024)
-    server = Nginx("allocations", root)
+    server = Nginx(work, "allocations", root)
     here = os.path.join(work, "out")
     counts = {}
     for count in (1, 1000):
@@ -309,7 +269,7 @@ if only & {"13", "14"}:
 # 13. 1 GiB to a directory on disk.
 if "13" in only:
     empty(disk)
-    server = Nginx("disk", root)
+    server = Nginx(work, "disk", root)
     url = f"http://127.0.0.1:{server.port}/big.bin"
     destination = os.path.join(disk, "f")
     on = subprocess.run(["findmnt", "-n", "-o", "FSTYPE", "-T", disk], capture_output=True, text=True).stdout.strip()

@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 
-from loopback import free_port, wait_for
+from loopback import Nginx
 
 bin_dir = sys.argv[1]
 ferry = os.path.abspath(os.path.join(bin_dir, "ferry"))
@@ -149,29 +149,6 @@ def add_scenario(count):
                         f"{answered:.2f} s, {kept:,} of {stored:,}", answered < 2 and kept == stored))
 
 
-class Nginx:
-    def __init__(self, root):
-        self.port, self.prefix = free_port(), os.path.join(work, "nginx")
-        os.makedirs(os.path.join(self.prefix, "tmp"), exist_ok=True)
-        user = "user root;" if os.geteuid() == 0 else ""
-        tmp = os.path.join(self.prefix, "tmp")
-        self.conf = os.path.join(self.prefix, "nginx.conf")
-        with open(self.conf, "w") as f:
-            f.write(f"""daemon on; worker_processes 1; {user}
-error_log {self.prefix}/error.log; pid {self.prefix}/nginx.pid;
-events {{ worker_connections 1024; }}
-http {{ access_log off; keepalive_requests 1000000;
-  client_body_temp_path {tmp}; proxy_temp_path {tmp}; fastcgi_temp_path {tmp}; uwsgi_temp_path {tmp}; scgi_temp_path {tmp};
-  server {{ listen 127.0.0.1:{self.port}; root {root}; }} }}""")
-        self.signal(None)
-        wait_for(self.port)
-
-    def signal(self, name):
-        extra = ["-s", name] if name else []
-        subprocess.run(["/usr/sbin/nginx", "-p", self.prefix, "-c", self.conf, "-e", f"{self.prefix}/error.log"] + extra,
-                       check=True, capture_output=True)
-
-
 def check(folder, count, body):
     names = os.listdir(folder)
     if len(names) != count:
@@ -236,7 +213,7 @@ try:
         for i in range(max(downloads)):
             with open(os.path.join(root, "small", f"{i}.bin"), "wb") as f:
                 f.write(body)
-        nginx = Nginx(root)
+        nginx = Nginx(work, "nginx", root)
         try:
             print("\n1 KiB files from nginx on loopback: `ferry add -i` until every task completed "
                   "(`--max-transfers 16 --max-per-host 16`) beside `aria2c -i LIST -j 16`.\n")
@@ -246,7 +223,7 @@ try:
             for count in downloads:
                 download_scenario(count, nginx, body)
         finally:
-            nginx.signal("stop")
+            nginx.stop()
     print("\n| target | goal | measured | met |\n|---|---|---|---|")
     for row, goal, measured, met in targets:
         print(f"| {row} | {goal} | {measured} | {'yes' if met else 'no'} |")

@@ -14,27 +14,11 @@ Every wait is for a state, with a generous bound only to end a hung run.
 
 import json
 import sys
-import time
 from urllib.parse import urlsplit
 
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
-
-def fail(message):
-    print(json.dumps({"error": message}))
-    sys.exit(1)
-
-
-def wait_for(what, condition, bound=180):
-    end = time.monotonic() + bound
-    while time.monotonic() < end:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    fail("gave up waiting for " + what)
+from browser import chromium, fail, wait_for
 
 
 def main():
@@ -43,13 +27,7 @@ def main():
     origin = parts.scheme + "://" + parts.netloc
     token = page.split("token=", 1)[1]
 
-    options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
-    for argument in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                     "--window-size=1280,640", "--no-first-run", "--disable-extensions"]:
-        options.add_argument(argument)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+    driver = chromium(browser_log=True)
     seen = {}
     try:
         # Without the token: refused, and no page.

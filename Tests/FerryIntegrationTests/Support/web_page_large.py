@@ -12,39 +12,15 @@ Every wait is for a state, with a generous bound only to end a hung run.
 
 import json
 import sys
-import time
 
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
-
-def fail(message):
-    print(json.dumps({"error": message}))
-    sys.exit(1)
-
-
-def wait_for(what, condition, bound=180):
-    end = time.monotonic() + bound
-    while time.monotonic() < end:
-        try:
-            value = condition()
-        except Exception:  # a row replaced while it was read: look again
-            value = None
-        if value:
-            return value
-        time.sleep(0.02)
-    fail("gave up waiting for " + what)
+from browser import chromium, wait_for
 
 
 def main():
     page, size = sys.argv[1], int(sys.argv[2])
-    options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
-    for argument in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                     "--window-size=1280,640", "--no-first-run", "--disable-extensions"]:
-        options.add_argument(argument)
-    driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+    driver = chromium()
     seen = {}
     try:
         driver.get(page)
@@ -55,7 +31,7 @@ def main():
         # The moment the first page is in the table, on the page's clock (0 = the navigation's start).
         shown = wait_for("the first page", lambda: driver.execute_script("""
             if (document.querySelectorAll('#tasks tbody tr').length === 0) return null;
-            return performance.now() / 1000;""") or None)
+            return performance.now() / 1000;""") or None, every=0.02)
         seen["shownAfterSeconds"] = shown
         wait_for("a full page", lambda: len(ids()) == size)
         seen["firstPage"] = ids()
