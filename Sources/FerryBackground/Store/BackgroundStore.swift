@@ -331,10 +331,23 @@ extension BackgroundStore: ResumeStorage {
         try store(resumeData.encoded(), as: key, for: key, bytes: resumeData.bytesOnDisk, of: resumeData.totalLength)
     }
 
+    /// Removes `key`'s entry; a write only when there is one (every download removes its
+    /// entry at its end, and most small ones never saved any).
     package func remove(_ key: String) {
+        guard entryExists(key) else { return }
         _ = try? database.write { db in
             try db.cachedStatement(sql: "DELETE FROM resume WHERE key = ?").execute(arguments: [key])
         }
+    }
+
+    /// Whether `entryKey` has an entry: one statement, read without a transaction of its own.
+    private func entryExists(_ entryKey: String) -> Bool {
+        (try? database.unsafeRead { db in
+            try Bool.fetchOne(
+                db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM resume WHERE key = ?)"),
+                arguments: [entryKey]
+            )
+        }) ?? true
     }
 
     /// An upload's entry shares the table, under a key of its own.
@@ -359,7 +372,8 @@ extension BackgroundStore: ResumeStorage {
 
     /// The entry stored as `entryKey`.
     private func entry(_ entryKey: String) -> Data? {
-        try? database.read { db in
+        // One statement: it sees one state of the database without a transaction around it.
+        try? database.unsafeRead { db in
             try Data.fetchOne(db.cachedStatement(sql: "SELECT data FROM resume WHERE key = ?"), arguments: [entryKey])
         }
     }
