@@ -284,16 +284,11 @@ struct ListCommand: AsyncParsableCommand {
     func listedStates() throws -> [BackgroundTaskRecord.State]? {
         let names = states.flatMap { $0.split(separator: ",").map(String.init) }
         guard !names.isEmpty, !names.contains("all") else { return names.isEmpty ? nil : Self.order }
-        var listed: [BackgroundTaskRecord.State] = []
-        for name in names {
-            guard let state = BackgroundTaskRecord.State(rawValue: name) else {
-                throw ValidationError(
-                    "'\(name)' is not a state (queued, running, paused, completed, failed, canceled, all)."
-                )
-            }
-            if !listed.contains(state) { listed.append(state) }
+        do {
+            return try BackgroundTaskRecord.State.list(names)
+        } catch {
+            throw ValidationError(error.message)
         }
-        return listed
     }
 
     func run() async throws {

@@ -18,6 +18,28 @@ package struct BackgroundTaskRecord: Codable, Sendable, Equatable {
 
         /// Whether the task can still move.
         package var isFinal: Bool { self == .completed || self == .failed || self == .canceled }
+
+        /// A name that is not a state, with what to say about it.
+        package struct UnknownName: Error, Sendable {
+            package var message: String
+        }
+
+        /// The states `names` name, in their order, each once: what `ferry ls --state` and
+        /// the API's `state` take.
+        ///
+        /// - Throws: ``UnknownName`` at the first name that is not a state.
+        package static func list(_ names: some Sequence<some StringProtocol>) throws(UnknownName) -> [Self] {
+            var listed: [Self] = []
+            for name in names {
+                guard let state = Self(rawValue: String(name)) else {
+                    throw UnknownName(
+                        message: "'\(name)' is not a state (queued, running, paused, completed, failed, canceled, all)."
+                    )
+                }
+                if !listed.contains(state) { listed.append(state) }
+            }
+            return listed
+        }
     }
 
     /// What the task does.

@@ -219,14 +219,10 @@ struct BackgroundRouter: Sendable {
         guard ["state", "limit", "after", "finishedSince"].contains(where: { query[$0] != nil }) else { return nil }
         var states = BackgroundTaskRecord.State.allCases
         if let text = query["state"], text != "all" {
-            states = []
-            for name in text.split(separator: ",") {
-                guard let state = BackgroundTaskRecord.State(rawValue: String(name)) else {
-                    throw .badRequest(
-                        "'\(name)' is not a state (queued, running, paused, completed, failed, canceled, all)."
-                    )
-                }
-                if !states.contains(state) { states.append(state) }
+            do {
+                states = try BackgroundTaskRecord.State.list(text.split(separator: ","))
+            } catch {
+                throw .badRequest(error.message)
             }
             guard !states.isEmpty else { throw .badRequest("'state' names no state.") }
         }
