@@ -213,4 +213,51 @@ struct BackgroundStoreListTests {
         _ = try store.insert(BackgroundTaskRecord(session: "cli", url: "http://h.test/n", destination: "/tmp/n"))
         #expect(try store.counts()[.queued] == 2)
     }
+
+    /// A task with every field set, and one with none of the optional ones, read back as
+    /// they were written: by id, in lists, in a page, and as a start returns them (the row
+    /// decoder maps every column; a wrong or missing one differs here).
+    @Test func everyColumnReadsBackAsWritten() throws {
+        let store = try BackgroundStore(directory: try makeTemporaryDirectory("columns"))
+        var full = BackgroundTaskRecord(
+            session: "s",
+            url: "https://h.test/a?b=c",
+            headers: ["Authorization": "Bearer x", "X-Two": "2"],
+            destination: "/tmp/a",
+            priority: 0.75,
+            earliestBeginDate: Date(timeIntervalSince1970: 1_800_000_000),
+            isDiscretionary: true,
+            createdAt: Date(timeIntervalSince1970: 1_790_000_000)
+        )
+        full.kind = .upload
+        full.method = "PUT"
+        full.sourceFile = "/tmp/source"
+        full.responseStatus = 201
+        full.responseHeaders = ["Location": "/up/1"]
+        full.taskDescription = "the full one"
+        full.bytesReceived = 12
+        full.bytesExpected = 34
+        full.errorMessage = "why"
+        full.connections = 4
+        full.mirrors = ["https://m1.test/a", "https://m2.test/a"]
+        full.checksum = "sha256=00ff"
+        full.finishedAt = Date(timeIntervalSince1970: 1_800_000_100)
+        let bare = BackgroundTaskRecord(
+            session: "s",
+            url: "http://h.test/b",
+            destination: "/tmp/b",
+            createdAt: Date(timeIntervalSince1970: 1_790_000_001)
+        )
+        let written = try store.insert([full, bare])
+        #expect(written.map(\.id) == [1, 2])
+        for task in written { #expect(try store.task(task.id ?? 0) == task) }
+        #expect(try store.tasks() == written)
+        #expect(try store.page(BackgroundStore.PageQuery(limit: 10)).tasks == written)
+        // A start returns the queued one running, and leaves a task not queued alone.
+        try store.setState(1, .paused)
+        var started = written[1]
+        started.state = .running
+        #expect(try store.start([1, 2]) == [started])
+        #expect(try store.task(1)?.state == .paused)
+    }
 }

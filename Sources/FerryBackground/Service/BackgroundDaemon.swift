@@ -50,11 +50,8 @@ package actor BackgroundDaemon {
     private var running: [Int64: SessionTask] = [:]
     /// Why a running transfer is being stopped, when the daemon stops it.
     private var stopping: [Int64: BackgroundTaskRecord.State] = [:]
-    /// Who waits for a running task's end to be recorded (a pause answers with the state it
-    /// left).
-    private var endWaiters: [Int64: [CheckedContinuation<Void, Never>]] = [:]
-    /// Tasks that ended but whose end the store refused to record, with why.
-    private var unrecorded: [Int64: String] = [:]
+    /// The ends on their way into the store, who waits for them, and those it refused.
+    private var ends = EndBook()
     private let retention: BackgroundStore.Retention
     private let logger: Logger
     /// When a process of each session last asked for its events: kept here, written to the
@@ -65,8 +62,6 @@ package actor BackgroundDaemon {
     private var draining = false
     /// When the retention runs again after ends.
     private var pruning: PruneSchedule
-    /// Whether batches of the retention are being run.
-    private var pruneRunning = false
 
     package init(options: Options) throws {
         store = try BackgroundStore(directory: options.stateDirectory)
@@ -110,13 +105,13 @@ package actor BackgroundDaemon {
     /// transaction: requests are answered between them.
     private func prune() {
         pruning.pruned()
-        guard !pruneRunning else { return }
-        pruneRunning = true
+        guard !pruning.batchesRunning else { return }
+        pruning.batchesRunning = true
         Task { await self.pruneInBatches() }
     }
 
     private func pruneInBatches() async {
-        defer { pruneRunning = false }
+        defer { pruning.batchesRunning = false }
         for (session, date) in attached { try? store.sessionAttached(session, at: date) }
         while true {
             do {
@@ -153,6 +148,7 @@ package actor BackgroundDaemon {
 
     /// Stops a queued or running task, keeping what it fetched.
     package func pause(_ id: Int64) async throws -> BackgroundTaskRecord? {
+        await waitUntilEnded(id, whileRunning: false)
         guard let task = try store.task(id) else { return nil }
         switch task.state {
         case .queued:
@@ -208,10 +204,10 @@ package actor BackgroundDaemon {
         _ counts: [BackgroundTaskRecord.State: Int],
         session: String?
     ) -> [BackgroundTaskRecord.State: Int] {
-        guard !unrecorded.isEmpty else { return counts }
+        guard !ends.unrecorded.isEmpty else { return counts }
         var counts = counts
         // Left running in the store: the end could not be written.
-        for id in unrecorded.keys {
+        for id in ends.unrecorded.keys {
             guard let task = try? store.task(id), !task.state.isFinal, session.map({ $0 == task.session }) ?? true
             else { continue }
             counts[task.state, default: 0] -= 1
@@ -221,7 +217,8 @@ package actor BackgroundDaemon {
     }
 
     /// Queues a paused or failed task again; it continues from its checkpoint.
-    package func resume(_ id: Int64) throws -> BackgroundTaskRecord? {
+    package func resume(_ id: Int64) async throws -> BackgroundTaskRecord? {
+        await waitUntilEnded(id, whileRunning: false)
         guard let task = try store.task(id) else { return nil }
         if task.state == .paused || task.state == .failed {
             try store.update(id) {
@@ -235,7 +232,8 @@ package actor BackgroundDaemon {
     }
 
     /// Ends a task that has not ended, discarding what it fetched.
-    package func cancel(_ id: Int64) throws -> BackgroundTaskRecord? {
+    package func cancel(_ id: Int64) async throws -> BackgroundTaskRecord? {
+        await waitUntilEnded(id, whileRunning: false)
         guard let task = try store.task(id) else { return nil }
         if let transfer = running[id] {
             stopping[id] = .canceled
@@ -251,17 +249,41 @@ package actor BackgroundDaemon {
 
     private func schedule() throws {
         guard !draining else { return }
-        // The head of the queue, through its indexes: an add or an end costs the same with
-        // ten tasks stored or a million (BackgroundStore+Queue.swift).
         let now = Date()
-        let queued = try store.queueHead(now: now, free: max(0, scheduler.limit - running.count))
+        let started = try store.batch { batch in try startFromHead(&batch, now: now) }
+        launch(started.tasks, wakeAt: started.wakeAt)
+    }
+
+    /// Starts in `batch` what the scheduler takes from the head of the queue at `now`
+    /// (through its indexes: an add or an end costs the same with ten tasks stored or a
+    /// million, BackgroundStore+Queue.swift); ``launch(_:wakeAt:)`` runs them once the
+    /// batch is committed.
+    private func startFromHead(
+        _ batch: inout BackgroundStore.Batch,
+        now: Date
+    ) throws -> (tasks: [BackgroundTaskRecord], wakeAt: Date?) {
+        guard !draining else { return ([], nil) }
+        let queued = try batch.queueHead(now: now, free: max(0, scheduler.limit - running.count))
         let decision = scheduler.decide(queued: queued, running: running.count, now: now)
-        for id in decision.start {
-            guard let task = try store.task(id) else { continue }
-            try run(task, id: id)
+        return (try batch.start(decision.start), decision.wakeAt)
+    }
+
+    /// Runs the transfers of `started` (the store shows them running), and wakes the
+    /// scheduler at `wakeAt`, the next earliest start.
+    private func launch(_ started: [BackgroundTaskRecord], wakeAt: Date?) {
+        for task in started {
+            guard let id = task.id else { continue }
+            do {
+                try run(task, id: id)
+            } catch {
+                // Neither started nor recorded failed (the store refused): queued again,
+                // for the next schedule.
+                logger.warning("task \(id) could not start: \(error); queued again")
+                try? store.setState(id, .queued)
+            }
         }
         wake?.cancel()
-        wake = decision.wakeAt.map { date in
+        wake = wakeAt.map { date in
             Task { [weak self] in
                 try? await Task.sleep(for: .seconds(max(0, date.timeIntervalSinceNow)))
                 guard !Task.isCancelled else { return }
@@ -270,6 +292,8 @@ package actor BackgroundDaemon {
         }
     }
 
+    /// Starts the transfer of `record`, which the store already shows running; one that
+    /// cannot start (not a URL, a path outside the allowed directories) is recorded failed.
     private func run(_ record: BackgroundTaskRecord, id: Int64) throws {
         guard let url = URL(string: record.url) else {
             try store.finish(id, as: .failed, detail: "'\(record.url)' is not a URL.")
@@ -314,10 +338,12 @@ package actor BackgroundDaemon {
             download.checksum = record.checksum.flatMap { try? Checksum(parsing: $0) }
             transfer = download
         }
-        try store.setState(id, .running)
         running[id] = transfer
         if logger.logLevel <= .info {
-            let checkpoint = store.resumeData(for: BackgroundTaskRecord.resumeKey(for: id))?.bytesOnDisk ?? 0
+            // A checkpoint writes its byte count to the row: none to look for without one.
+            let checkpoint =
+                record.bytesReceived > 0
+                ? store.resumeData(for: BackgroundTaskRecord.resumeKey(for: id))?.bytesOnDisk ?? 0 : 0
             let held =
                 checkpoint > 0
                 ? " (a checkpoint holds \(checkpoint) bytes)"
@@ -335,10 +361,14 @@ package actor BackgroundDaemon {
         }
     }
 
-    /// Returns once `ended` has recorded the end of task `id` (at once if it is not running).
-    private func waitUntilEnded(_ id: Int64) async {
-        guard running[id] != nil else { return }
-        await withCheckedContinuation { endWaiters[id, default: []].append($0) }
+    /// Returns once `ended` has recorded the end of task `id`: of a running task
+    /// (`whileRunning`) or of one whose transfer ended and whose end waits to be recorded;
+    /// at once otherwise. A pause, a resume or a cancel waits for a pending end so as to act
+    /// on the state it leaves, not on a `running` row whose transfer is gone.
+    private func waitUntilEnded(_ id: Int64, whileRunning: Bool = true) async {
+        let running = running[id] != nil
+        guard (whileRunning && running) || (!running && ends.isRecording(id)) else { return }
+        await withCheckedContinuation { ends.wait(for: id, $0) }
     }
 
     /// What the daemon's log says of a task's event: where it continues, its retries.
@@ -360,118 +390,81 @@ package actor BackgroundDaemon {
         }
     }
 
-    /// Waits before each new attempt to record a task's end in a store that refused it.
-    static let recordRetryDelays: [Duration] = [.milliseconds(100), .milliseconds(500), .seconds(2), .seconds(5)]
-
+    /// Records the end of task `id`: with the others that ended meanwhile, and the starts
+    /// they free, in one transaction (see ``BackgroundStore/Batch``).
+    ///
+    /// The first end of a group yields the actor once, so that the ends already waiting
+    /// for it join the group; they return at once, and the first records them all.
     private func ended(_ id: Int64, transfer: SessionTask) async {
         running[id] = nil
-        defer { for waiter in endWaiters.removeValue(forKey: id) ?? [] { waiter.resume() } }
-        let reason = stopping.removeValue(forKey: id)
+        let end = EndBook.End(id: id, transfer: transfer, reason: stopping.removeValue(forKey: id))
+        guard ends.add(end) else { return }
+        await Task.yield()
+        await record(ends.takePending())
+    }
+
+    /// Records `ends` and starts what they free in one transaction; when the store refuses
+    /// it, records each end alone, trying again a few times (``EndBook/retryDelays``), then
+    /// schedules. Every end's waiters are resumed once its end is recorded or given up.
+    private func record(_ group: [EndBook.End]) async {
+        let now = Date()
+        do {
+            let (messages, started) = try store.batch { batch in
+                let messages = try group.map { end in try EndBook.write(end, in: &batch) }
+                return (messages, try startFromHead(&batch, now: now))
+            }
+            for (end, message) in zip(group, messages) {
+                logger.log(level: message.level, "\(message.text)")
+                recorded(end.id)
+            }
+            launch(started.tasks, wakeAt: started.wakeAt)
+        } catch {
+            for end in group { await recordAlone(end) }
+            try? schedule()
+        }
+    }
+
+    /// Records one end, trying again while the store refuses it.
+    private func recordAlone(_ end: EndBook.End) async {
         var attempt = 0
         while true {
             do {
-                try recordEnd(id, transfer: transfer, reason: reason)
-                unrecorded[id] = nil
-                // Not after every end: when its PruneSchedule says so.
-                if pruning.taskEnded() { prune() }
+                let message = try store.batch { batch in try EndBook.write(end, in: &batch) }
+                logger.log(level: message.level, "\(message.text)")
                 break
             } catch {
                 // A locked or full store: say so, and try again; a task left `running` in the
                 // store would keep `ferry wait` waiting for ever.
-                let message = "the store could not record the end of task \(id): \(error)"
+                let message = "the store could not record the end of task \(end.id): \(error)"
                 logger.warning("\(message); retrying")
-                guard attempt < Self.recordRetryDelays.count else {
+                guard attempt < EndBook.retryDelays.count else {
                     // Clients are told it failed, and why; the next start finds it `running`
                     // and queues it again.
-                    unrecorded[id] = "Failed: \(message)."
-                    break
+                    for waiter in ends.settle(end.id, failure: "Failed: \(message).") { waiter.resume() }
+                    return
                 }
-                try? await Task.sleep(for: Self.recordRetryDelays[attempt])
+                try? await Task.sleep(for: EndBook.retryDelays[attempt])
                 attempt += 1
             }
         }
-        try? schedule()
+        recorded(end.id)
     }
 
-    /// Writes the end of task `id` (as `transfer` ended, stopped for `reason`) to the store,
-    /// then says it in the log.
-    private func recordEnd(_ id: Int64, transfer: SessionTask, reason: BackgroundTaskRecord.State?) throws {
-        if let error = transfer.error {
-            switch reason {
-            case .paused?:
-                try store.update(id) { $0.state = .paused }
-                logger.info("task \(id) paused at byte \(transfer.countOfBytesReceived)")
-            case .queued?:
-                try store.update(id) { $0.state = .queued }
-                logger.info(
-                    "task \(id) stopped with the daemon at byte \(transfer.countOfBytesReceived): continues at the next start"
-                )
-            case .canceled?:
-                try store.finish(id, as: .canceled, detail: nil)
-                logger.info("task \(id) canceled")
-            default:
-                if let record = try store.task(id), let next = record.mirrors?.first,
-                    error.reason.isServerOrNetwork || error.reason == .checksumMismatch
-                {
-                    // The next mirror continues from the checkpoint: Range with If-Range, so
-                    // only a mirror of the same version adds to the bytes kept.
-                    try store.update(id) {
-                        $0.url = next
-                        $0.mirrors = Array(record.mirrors?.dropFirst() ?? []).nilIfEmpty
-                        $0.state = .queued
-                    }
-                    logger.warning("task \(id): \(record.url) failed (\(error)); continuing from the mirror \(next)")
-                    return
-                }
-                try store.finish(id, as: .failed, detail: error.description)
-                logger.warning("task \(id) failed: \(error)")
-            }
-        } else if let upload = transfer as? DataTask {
-            try finishUpload(id, upload)
-            logger.info("task \(id) completed: \(transfer.countOfBytesSent) bytes sent")
-        } else {
-            let received = transfer.countOfBytesReceived
-            let file = (transfer as? DownloadTask)?.fileURL?.path
-            try store.finish(id, as: .completed, detail: file, received: received)
-            logger.info("task \(id) completed: \(received) bytes → \(file ?? "")")
-        }
+    /// Task `id`'s end is in the store: its waiters go on, and the retention runs when
+    /// its ``PruneSchedule`` says so.
+    private func recorded(_ id: Int64) {
+        for waiter in ends.settle(id, failure: nil) { waiter.resume() }
+        if pruning.taskEnded() { prune() }
     }
 
     /// `task` as clients see it: a task whose end the store could not record is shown
     /// failed, with the reason.
     package func reported(_ task: BackgroundTaskRecord) -> BackgroundTaskRecord {
-        guard let id = task.id, let message = unrecorded[id], !task.state.isFinal else { return task }
+        guard let id = task.id, let message = ends.unrecorded[id], !task.state.isFinal else { return task }
         var shown = task
         shown.state = .failed
         shown.errorMessage = message
         return shown
-    }
-
-    /// An upload's response: its body to the task's destination, its status and fields to
-    /// the record, then the event.
-    private func finishUpload(_ id: Int64, _ upload: DataTask) throws {
-        guard let record = try store.task(id) else { return }
-        let destination = URL(fileURLWithPath: record.destination)
-        do {
-            try FileManager.default.createDirectory(
-                at: destination.deletingLastPathComponent(),
-                withIntermediateDirectories: true
-            )
-            try (upload.receivedData ?? Data()).write(to: destination, options: .atomic)
-        } catch {
-            try store.finish(id, as: .failed, detail: "Cannot write the response to '\(destination.path)': \(error).")
-            return
-        }
-        let response = upload.response
-        let sent = upload.countOfBytesSent
-        try store.finish(id, as: .completed, detail: destination.path) {
-            $0.responseStatus = response?.statusCode
-            $0.responseHeaders = response.map {
-                Dictionary($0.headers.map { ($0.name, $0.value) }) { first, _ in first }
-            }
-            $0.bytesReceived = sent
-            $0.bytesExpected = sent
-        }
     }
 
     /// How far a running task is now (the store has the last checkpoint): bytes received by
@@ -481,9 +474,4 @@ package actor BackgroundDaemon {
         if transfer is DataTask { return (transfer.countOfBytesSent, transfer.countOfBytesExpectedToSend) }
         return (transfer.countOfBytesReceived, transfer.countOfBytesExpectedToReceive)
     }
-}
-
-extension Array {
-    /// `nil` for an empty array.
-    fileprivate var nilIfEmpty: [Element]? { isEmpty ? nil : self }
 }

@@ -15,6 +15,9 @@ struct PruneSchedule: Sendable {
     let keeps: Int
     private(set) var endsSincePrune = 0
     private(set) var lastPrune: ContinuousClock.Instant
+    /// Whether the retention's batches are being run: a pruning asked meanwhile starts no
+    /// other run.
+    var batchesRunning = false
 
     init(keeps: Int, now: ContinuousClock.Instant = .now) {
         self.keeps = keeps

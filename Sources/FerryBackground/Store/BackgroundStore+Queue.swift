@@ -40,32 +40,12 @@ extension BackgroundStore {
     /// Its statements run without a transaction around them: the tasks they read change
     /// state only on the daemon's actor, which is where this is asked.
     package func queueHead(now: Date, free: Int) throws -> [BackgroundScheduler.Candidate] {
-        try database.unsafeRead { db in
-            let urgent = try Self.eligible(db, discretionary: false, now: now, limit: free + 1)
-            var head = urgent
-            if urgent.count <= free {
-                head += try Self.eligible(db, discretionary: true, now: now, limit: free - urgent.count)
-            }
-            // The next earliest start still ahead: the scheduler's wake-up.
-            if let next = try Row.fetchOne(
-                db.cachedStatement(
-                    sql: """
-                        SELECT \(Self.candidateColumns) FROM task INDEXED BY task_dated
-                        WHERE state = 'queued' AND earliestBeginDate IS NOT NULL AND earliestBeginDate > ?
-                        ORDER BY earliestBeginDate LIMIT 1
-                        """
-                ),
-                arguments: [now]
-            ) {
-                head.append(Self.candidate(next))
-            }
-            return head
-        }
+        try database.unsafeRead { db in try Batch(db).queueHead(now: now, free: free) }
     }
 
     /// The best `limit` queued tasks that may start at `now`, of one kind (discretionary or
     /// not): the undated ones by their index, merged with the dated ones already due.
-    private static func eligible(
+    fileprivate static func eligible(
         _ db: Database,
         discretionary: Bool,
         now: Date,
@@ -103,9 +83,9 @@ extension BackgroundStore {
     }
 
     /// What the scheduler reads of a queued task.
-    private static let candidateColumns = "id, priority, earliestBeginDate, isDiscretionary"
+    fileprivate static let candidateColumns = "id, priority, earliestBeginDate, isDiscretionary"
 
-    private static func candidate(_ row: Row) -> BackgroundScheduler.Candidate {
+    fileprivate static func candidate(_ row: Row) -> BackgroundScheduler.Candidate {
         BackgroundScheduler.Candidate(
             id: row["id"],
             priority: row["priority"],
@@ -119,5 +99,30 @@ extension BackgroundStore {
         try database.read { db in
             try BackgroundTaskRecord.filter(Column("state") == state.rawValue).order(Column("id")).fetchAll(db)
         }
+    }
+}
+
+extension BackgroundStore.Batch {
+    /// See ``BackgroundStore/queueHead(now:free:)``: in the batch's transaction.
+    func queueHead(now: Date, free: Int) throws -> [BackgroundScheduler.Candidate] {
+        let urgent = try BackgroundStore.eligible(db, discretionary: false, now: now, limit: free + 1)
+        var head = urgent
+        if urgent.count <= free {
+            head += try BackgroundStore.eligible(db, discretionary: true, now: now, limit: free - urgent.count)
+        }
+        // The next earliest start still ahead: the scheduler's wake-up.
+        if let next = try Row.fetchOne(
+            db.cachedStatement(
+                sql: """
+                    SELECT \(BackgroundStore.candidateColumns) FROM task INDEXED BY task_dated
+                    WHERE state = 'queued' AND earliestBeginDate IS NOT NULL AND earliestBeginDate > ?
+                    ORDER BY earliestBeginDate LIMIT 1
+                    """
+            ),
+            arguments: [now]
+        ) {
+            head.append(BackgroundStore.candidate(next))
+        }
+        return head
     }
 }

@@ -186,12 +186,7 @@ package final class BackgroundStore: Sendable {
     /// Task `id`, or `nil`. One statement, cached, read without a transaction of its own
     /// (a statement sees one state of the database).
     package func task(_ id: Int64) throws -> BackgroundTaskRecord? {
-        try database.unsafeRead { db in
-            try BackgroundTaskRecord.fetchOne(
-                db.cachedStatement(sql: "SELECT * FROM task WHERE id = ?"),
-                arguments: [id]
-            )
-        }
+        try database.unsafeRead { db in try Batch(db).task(id) }
     }
 
     /// Every task, or those of one session, oldest first.
@@ -213,6 +208,15 @@ package final class BackgroundStore: Sendable {
         }
     }
 
+    /// Marks the queued tasks `ids` running and returns them as stored, in one transaction
+    /// of one cached statement each (a task's start writes its state and reads its row
+    /// once). A task no longer queued (paused or canceled meanwhile) is left alone and not
+    /// returned.
+    package func start(_ ids: [Int64]) throws -> [BackgroundTaskRecord] {
+        guard !ids.isEmpty else { return [] }
+        return try batch { try $0.start(ids) }
+    }
+
     /// Changes a task in one transaction; returns it as stored, or `nil` when it does not
     /// exist. `change` may throw to leave it untouched.
     @discardableResult
@@ -220,12 +224,7 @@ package final class BackgroundStore: Sendable {
         _ id: Int64,
         _ change: @escaping @Sendable (inout BackgroundTaskRecord) throws -> Void
     ) throws -> BackgroundTaskRecord? {
-        try database.write { db in
-            guard var task = try BackgroundTaskRecord.fetchOne(db, key: id) else { return nil }
-            try change(&task)
-            try task.update(db)
-            return task
-        }
+        try batch { try $0.update(id, change) }
     }
 
     /// Ends a task and records its event in one transaction, so the event exists exactly
@@ -246,57 +245,7 @@ package final class BackgroundStore: Sendable {
         received: Int64? = nil,
         change: (@Sendable (inout BackgroundTaskRecord) -> Void)? = nil
     ) throws -> BackgroundEventRecord? {
-        let event = try database.write { db -> BackgroundEventRecord? in
-            let now = Date()
-            let session: String
-            if let change {
-                guard var task = try BackgroundTaskRecord.fetchOne(db, key: id), !task.state.isFinal else { return nil }
-                change(&task)
-                task.state = state
-                task.finishedAt = now
-                if state == .failed { task.errorMessage = detail }
-                if let received {
-                    task.bytesReceived = max(task.bytesReceived, received)
-                    task.bytesExpected = task.bytesExpected ?? received
-                }
-                try task.update(db)
-                session = task.session
-            } else {
-                // The end of every download: one statement, no record read or written whole.
-                let ended = try String.fetchOne(
-                    db.cachedStatement(
-                        sql: """
-                            UPDATE task SET state = ?, finishedAt = ?,
-                                errorMessage = CASE WHEN ? THEN ? ELSE errorMessage END,
-                                bytesReceived = MAX(bytesReceived, COALESCE(?, bytesReceived)),
-                                bytesExpected = COALESCE(bytesExpected, ?)
-                            WHERE id = ? AND state NOT IN ('completed', 'failed', 'canceled')
-                            RETURNING session
-                            """
-                    ),
-                    arguments: [state.rawValue, now, state == .failed, detail, received, received, id]
-                )
-                guard let ended else { return nil }
-                session = ended
-            }
-            let key = BackgroundTaskRecord.resumeKey(for: id)
-            try db.cachedStatement(sql: "DELETE FROM resume WHERE key IN (?, ?)")
-                .execute(arguments: [key, Self.uploadKey(key)])
-            let kind: BackgroundEventRecord.Kind =
-                switch state {
-                case .completed: .completed
-                case .canceled: .canceled
-                default: .failed
-                }
-            var event = BackgroundEventRecord(session: session, taskId: id, kind: kind, detail: detail, createdAt: now)
-            try db.cachedStatement(
-                sql: "INSERT INTO event (session, taskId, kind, detail, createdAt) VALUES (?, ?, ?, ?, ?)"
-            ).execute(arguments: [session, id, kind.rawValue, detail, now])
-            event.seq = db.lastInsertedRowID
-            return event
-        }
-        if event != nil { events.ring() }
-        return event
+        try batch { try $0.finish(id, as: state, detail: detail, received: received, change: change) }
     }
 
     // MARK: Events
