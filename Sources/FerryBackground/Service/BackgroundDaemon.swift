@@ -249,9 +249,12 @@ package actor BackgroundDaemon {
 
     private func schedule() throws {
         guard !draining else { return }
+        // The head read alone: a schedule that starts nothing (an add with --start-after, a
+        // full set of running tasks) writes nothing.
         let now = Date()
-        let started = try store.batch { batch in try startFromHead(&batch, now: now) }
-        launch(started.tasks, wakeAt: started.wakeAt)
+        let queued = try store.queueHead(now: now, free: max(0, scheduler.limit - running.count))
+        let decision = scheduler.decide(queued: queued, running: running.count, now: now)
+        launch(try store.start(decision.start), wakeAt: decision.wakeAt)
     }
 
     /// Starts in `batch` what the scheduler takes from the head of the queue at `now`
