@@ -406,7 +406,7 @@ package actor BackgroundDaemon {
         await record(ends.takePending())
     }
 
-    /// Records `ends` and starts what they free in one transaction; when the store refuses
+    /// Records `group` and starts what it frees in one transaction; when the store refuses
     /// it, records each end alone, trying again a few times (``EndBook/retryDelays``), then
     /// schedules. Every end's waiters are resumed once its end is recorded or given up.
     private func record(_ group: [EndBook.End]) async {
