@@ -141,6 +141,13 @@ struct DaemonServiceTests {
                 ).id
             )
             #expect(try await finalState(of: id, web.daemon.client).state == .completed)
+            // A failure too, so that the failures' counter is in the text.
+            let missing = try #require(
+                try await web.daemon.client.add(
+                    .init(url: server.url("/status/404").absoluteString, destination: output.path + ".404")
+                ).id
+            )
+            #expect(try await finalState(of: missing, web.daemon.client).state == .failed)
 
             #expect(try await web.curl("/metrics").status == 401, "no token, no metrics")
             #expect(try await web.curl("/metrics", ["-H", "Authorization: Bearer wrong"]).status == 401)
@@ -162,7 +169,21 @@ struct DaemonServiceTests {
             #expect(samples.contains("gauge ferry_daemon_tasks{state=completed} 1.0"))
             #expect(samples.contains("gauge ferry_daemon_tasks{state=running} 0.0"))
             #expect(samples.contains { $0.hasPrefix("histogram ferry_task_duration_seconds_count{") })
+            #expect(samples.contains { $0.hasPrefix("counter ferry_task_failures_total{reason=") })
             #expect(!text.contains("127.0.0.1"), "no host in any label")
+            // Every family has its HELP text: Prometheus's own linter finds nothing.
+            #expect(text.contains("# HELP ferry_requests_total Requests sent"))
+            if Self.promtoolEnabled {
+                let lint = try await ProcessRunner.run("/bin/sh", ["-c", "promtool check metrics < '\(scratch.path)'"])
+                #expect(lint.status == 0, "promtool: \(lint.stdoutText)\(lint.stderrText)")
+            }
         }
+    }
+
+    /// Prometheus's `promtool` (Debian's `prometheus`), which lints the text as Prometheus
+    /// reads it.
+    static var promtoolEnabled: Bool {
+        FileManager.default.isExecutableFile(atPath: "/usr/bin/promtool")
+            || ProcessInfo.processInfo.environment["FERRY_REQUIRE_PROMTOOL"] == "1"
     }
 }

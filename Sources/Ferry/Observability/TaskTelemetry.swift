@@ -113,24 +113,24 @@ final class TaskTelemetry: Sendable {
         guard let metrics else { return }
         let base = [("method", request.method), ("scheme", request.scheme), ("task_kind", kind)]
         Counter(
-            label: Telemetry.Label.requests,
+            label: FerryMetric.requests.rawValue,
             dimensions: base + [("status_class", Telemetry.statusClass(status))],
             factory: metrics
         )
         .increment()
         if transaction.countOfRequestBodyBytesSent > 0 {
-            Counter(label: Telemetry.Label.requestBodyBytes, dimensions: base, factory: metrics)
+            Counter(label: FerryMetric.requestBodyBytes.rawValue, dimensions: base, factory: metrics)
                 .increment(by: transaction.countOfRequestBodyBytesSent)
         }
         if transaction.countOfResponseBodyBytesReceived > 0 {
-            Counter(label: Telemetry.Label.responseBodyBytes, dimensions: base, factory: metrics)
+            Counter(label: FerryMetric.responseBodyBytes.rawValue, dimensions: base, factory: metrics)
                 .increment(by: transaction.countOfResponseBodyBytesReceived)
         }
         if let start = transaction.requestStartDate, let first = transaction.responseStartDate {
-            Timer(label: Telemetry.Label.timeToFirstByte, dimensions: base, factory: metrics)
+            Timer(label: FerryMetric.timeToFirstByte.rawValue, dimensions: base, factory: metrics)
                 .recordNanoseconds(Int64(max(0, first.timeIntervalSince(start)) * 1e9))
         }
-        if transaction.reason == .retry { count(Telemetry.Label.retries) }
+        if transaction.reason == .retry { count(.retries) }
     }
 
     // MARK: Events of the task
@@ -140,7 +140,7 @@ final class TaskTelemetry: Sendable {
         var attributes: SpanAttributes = ["http.response.status_code": .int64(Int64(response.statusCode))]
         if let url { attributes["url.full"] = Telemetry.redacted(url) }
         span?.addEvent(SpanEvent(name: "redirect", attributes: attributes))
-        count(Telemetry.Label.redirects)
+        count(.redirects)
     }
 
     /// A `401` is answered with credentials.
@@ -163,13 +163,13 @@ final class TaskTelemetry: Sendable {
                     ]
                 )
             )
-            count(Telemetry.Label.retries)
+            count(.retries)
         case .resumedAtOffset(let offset, _):
             span?.addEvent(SpanEvent(name: "resume", attributes: ["ferry.resume.offset": .int64(offset)]))
             // A start over from byte 0 keeps nothing: no resume.
             if offset > 0 {
-                count(Telemetry.Label.resumes)
-                count(Telemetry.Label.resumedBytes, by: offset)
+                count(.resumes)
+                count(.resumedBytes, by: offset)
             }
         default:
             break
@@ -197,15 +197,15 @@ final class TaskTelemetry: Sendable {
         }
         guard let metrics else { return }
         let dimensions = [("task_kind", kind), ("outcome", outcome)]
-        Counter(label: Telemetry.Label.tasks, dimensions: dimensions, factory: metrics).increment()
+        Counter(label: FerryMetric.tasks.rawValue, dimensions: dimensions, factory: metrics).increment()
         let elapsed = ContinuousClock.now - started
-        Timer(label: Telemetry.Label.taskDuration, dimensions: dimensions, factory: metrics)
+        Timer(label: FerryMetric.taskDuration.rawValue, dimensions: dimensions, factory: metrics)
             .recordNanoseconds(
                 elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000
             )
         if let error, outcome == "failure" {
             Counter(
-                label: Telemetry.Label.failures,
+                label: FerryMetric.failures.rawValue,
                 dimensions: [("task_kind", kind), ("reason", Self.name(of: error.reason))],
                 factory: metrics
             ).increment()
@@ -214,9 +214,9 @@ final class TaskTelemetry: Sendable {
 
     // MARK: Names
 
-    private func count(_ label: String, by amount: Int64 = 1) {
+    private func count(_ metric: FerryMetric, by amount: Int64 = 1) {
         guard let metrics else { return }
-        Counter(label: label, dimensions: [("task_kind", kind)], factory: metrics).increment(by: amount)
+        Counter(label: metric.rawValue, dimensions: [("task_kind", kind)], factory: metrics).increment(by: amount)
     }
 
     private static func kind(of plan: TransferPlan) -> String {

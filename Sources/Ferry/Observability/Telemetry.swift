@@ -28,22 +28,6 @@ struct Telemetry: Sendable {
     /// Whether anything is recorded at all.
     var isActive: Bool { metrics != nil || tracer != nil }
 
-    /// The metrics' labels. Their dimensions are few and bounded (method, scheme, status
-    /// class, task kind, outcome, a failure's reason): never a URL, a host or a credential.
-    enum Label {
-        static let requests = "ferry_requests_total"
-        static let requestBodyBytes = "ferry_request_body_bytes_total"
-        static let responseBodyBytes = "ferry_response_body_bytes_total"
-        static let timeToFirstByte = "ferry_request_time_to_first_byte_seconds"
-        static let redirects = "ferry_redirects_total"
-        static let retries = "ferry_retries_total"
-        static let resumes = "ferry_resumes_total"
-        static let resumedBytes = "ferry_resumed_bytes_total"
-        static let tasks = "ferry_tasks_total"
-        static let failures = "ferry_task_failures_total"
-        static let taskDuration = "ferry_task_duration_seconds"
-    }
-
     /// `url` as a span's `url.full` may show it: user and password replaced by `REDACTED`
     /// (OpenTelemetry's rule), the query by `REDACTED` (it carries tokens and signatures),
     /// the fragment (never sent) dropped.

@@ -1,6 +1,7 @@
+package import CoreMetrics
 import Ferry
 import Foundation
-package import Prometheus
+import Prometheus
 
 /// The daemon's metrics in Prometheus's text format: its transfers' (Ferry's counters and
 /// timers, recorded through the factory its session is given) and its tasks by state, read
@@ -20,8 +21,8 @@ package final class DaemonMetrics: Sendable {
 
     package init() {}
 
-    /// The factory the daemon's session records into.
-    package var factory: PrometheusMetricsFactory { PrometheusMetricsFactory(registry: registry) }
+    /// The factory the daemon's session records into: every metric with its `# HELP` text.
+    package var factory: any MetricsFactory { Factory(registry: registry) }
 
     /// The text `GET /metrics` answers, with `ferry_daemon_tasks{state=…}` as `daemon` has
     /// them now.
