@@ -140,4 +140,16 @@ extension BackgroundTaskRecord {
         for name in headers.keys where Self.isSecret(name) { copy.headers[name] = "<redacted>" }
         return copy
     }
+
+    /// The record as `ferry ls` shows it: ``redacted``, and the password and the signed
+    /// query parameters of every URL in it (its own, its mirrors', one its error or its
+    /// response's header fields quote) replaced by `REDACTED` (``Redaction``).
+    package var withURLsRedacted: BackgroundTaskRecord {
+        var copy = redacted
+        copy.url = Redaction.redactingURLs(in: url)
+        copy.mirrors = mirrors?.map(Redaction.redactingURLs(in:))
+        copy.errorMessage = errorMessage.map(Redaction.redactingURLs(in:))
+        copy.responseHeaders = responseHeaders?.mapValues(Redaction.redactingURLs(in:))
+        return copy
+    }
 }
