@@ -25,7 +25,12 @@ struct FerryCommand: AsyncParsableCommand {
     /// parses and runs the command line.
     static func main() async {
         do {
-            await main(try ConfigFile.expand(Array(CommandLine.arguments.dropFirst())))
+            let arguments = try ConfigFile.expand(Array(CommandLine.arguments.dropFirst()))
+            if let hint = SplitHint.message(for: arguments) {
+                FileHandle.standardError.write(Data("ferry: \(hint)\n".utf8))
+                Foundation.exit(ExitCode.validationFailure.rawValue)
+            }
+            await main(arguments)
         } catch {
             FileHandle.standardError.write(Data("ferry: \(error.message)\n".utf8))
             // curl's status for a config file it cannot read.

@@ -120,7 +120,7 @@ extension GetCommand {
                     )
                 }
                 guard let error = task.error else {
-                    if !quiet, let file = task.fileURL {
+                    if !noise.quiet, let file = task.fileURL {
                         FileHandle.standardError.write(Data("saved \(file.path)\n".utf8))
                     }
                     return 0
@@ -135,7 +135,7 @@ extension GetCommand {
             if running.interrupted || !failure.anotherSourceMayHelp { break }
         }
         let said = failure.description.contains(source) ? failure.description : "\(source): \(failure.description)"
-        FileHandle.standardError.write(Data("ferry: \(said)\n".utf8))
+        if !noise.hidesErrors { FileHandle.standardError.write(Data("ferry: \(said)\n".utf8)) }
         return running.interrupted ? ExitStatus.interrupted : ExitStatus.code(for: failure)
     }
 

@@ -150,8 +150,7 @@ struct GetCommand: AsyncParsableCommand {
     )
     var retryAllErrors = false
 
-    @Flag(name: [.customShort("q"), .customLong("quiet")], help: "No progress line.")
-    var quiet = false
+    @OptionGroup var noise: NoiseOptions
 
     @Option(
         name: [.customShort("w"), .customLong("write-out")],
@@ -252,7 +251,7 @@ struct GetCommand: AsyncParsableCommand {
         if let etagCompare {
             // curl's: the file's first line, `""` when it is empty; exit 26 when unreadable.
             guard let data = FileManager.default.contents(atPath: etagCompare) else {
-                if !json {
+                if !json && !noise.hidesErrors {
                     FileHandle.standardError.write(Data("ferry: cannot read the ETag file '\(etagCompare)'.\n".utf8))
                 }
                 Foundation.exit(ExitStatus.readError)
@@ -272,14 +271,14 @@ struct GetCommand: AsyncParsableCommand {
         do {
             try connection.apply(to: &configuration, for: target, request: &request)
         } catch {
-            ExitStatus.exit(with: error, json: json)
+            ExitStatus.exit(with: error, json: json || noise.hidesErrors)
         }
         let destination = makeDestination(&configuration)
         if destination.isWrittenInOrder, let output, output != "-" {
             if checksum != nil {
                 fail(FerryError(.invalidRequest, "--checksum needs a regular file; '\(output)' is not one."))
             }
-            if continueDownload && !json && !quiet {
+            if continueDownload && !json && !noise.quiet {
                 FileHandle.standardError.write(
                     Data("ferry: -c has no effect: '\(output)' is not a regular file; it is written in order.\n".utf8)
                 )
@@ -291,7 +290,7 @@ struct GetCommand: AsyncParsableCommand {
         } catch let error as FerryError {
             fail(error)
         }
-        let showProgress = !quiet && !json && isatty(STDERR_FILENO) == 1
+        let showProgress = !noise.quiet && !json && isatty(STDERR_FILENO) == 1
         let json = self.json
         let events = session.events
         let reporter = Task {
@@ -330,7 +329,7 @@ struct GetCommand: AsyncParsableCommand {
         var continuedAt: Int64?
         for await event in taskEvents {
             if case .resumedAtOffset(let offset, _) = event, continuedAt == nil { continuedAt = offset }
-            if case .segments(1, let reason?) = event, split > 1, !json, !quiet {
+            if case .segments(1, let reason?) = event, split > 1, !json, !noise.quiet {
                 FileHandle.standardError.write(Data("ferry: one connection: \(reason)\n".utf8))
             }
         }
@@ -346,10 +345,10 @@ struct GetCommand: AsyncParsableCommand {
             let filename = toStandardOutput ? nil : output ?? task.fileURL?.path
             report.write(WriteOut.Report(task: task, given: url, exitCode: status, error: failure, filename: filename))
         }
-        let speak = !json && !quiet
+        let speak = !json && !noise.quiet
         if let error = failure {
             if let kept = error.resumeData?.bytesKept {
-                if !json {
+                if !json && !noise.hidesErrors {
                     let why = interrupted.isSet ? "interrupted" : error.description
                     FileHandle.standardError.write(
                         Data(
@@ -426,7 +425,7 @@ struct GetCommand: AsyncParsableCommand {
         return .directory(directory, options: clobber ? [.removePreviousFile] : [])
     }
 
-    func fail(_ error: FerryError) -> Never { ExitStatus.exit(with: error, json: json) }
+    func fail(_ error: FerryError) -> Never { ExitStatus.exit(with: error, json: json || noise.hidesErrors) }
 
     /// `--etag-save`: the response's `ETag` and a newline, or an empty file, as curl writes it.
     private func saveETag(of response: HTTPResponse?, to path: String) {

@@ -30,8 +30,14 @@ enum VerboseLog {
             let text: String
             if case .string(let kind)? = all["ferry-head-kind"], case .string(let head)? = all["ferry-head"] {
                 let mark = kind == "request" ? ">" : "<"
+                // An HTTP/2 request's header block first, as curl says it.
+                var notes = ""
+                if case .string(let said)? = all["ferry-head-notes"], !said.isEmpty {
+                    notes = said.split(separator: "\n").map { "* \($0)\n" }.joined()
+                }
                 text =
-                    head.split(separator: "\n", omittingEmptySubsequences: false)
+                    notes
+                    + head.split(separator: "\n", omittingEmptySubsequences: false)
                     .map { "\(mark) \($0)\n" }.joined() + "\(mark)\n"
             } else {
                 let details = all.filter { $0.key != "ferry-task" }.sorted { $0.key < $1.key }

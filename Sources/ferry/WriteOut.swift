@@ -196,8 +196,8 @@ struct WriteOut {
             let status = response?.statusCode ?? 0
             let redirects = metrics?.redirectCount ?? 0
             let scheme = (response?.url ?? task.originalRequest.url)?.scheme?.uppercased()
-            var version = response.map { String($0.httpVersion.dropFirst("HTTP/".count)) }
-            if version == "1.0" { version = "1" }
+            // curl's: 1, 1.1, 2, 3.
+            let version = response?.shortVersion
             // curl counts the heads of every response, redirects' included: "VERSION CODE
             // REASON\r\n", each "Name: value\r\n", then "\r\n".
             let heads = transactions.compactMap(\.response)

@@ -34,6 +34,9 @@ extension Engine {
         var stream: ResponseStream
         /// The connection it went over, for requests that went through the TLS bridge.
         var connection: ConnectionRecord?
+        /// The request's fields as handed to the connection (the caller's, `Host` when the
+        /// route names one, the bridge's trace field), which `-v` shows.
+        var sentFields: HTTPHeaders
     }
 
     /// Sends one request and waits for its response head, through ``ResponseStream`` (the
@@ -105,7 +108,8 @@ extension Engine {
                 head: head,
                 body: ResponseBody(stream),
                 stream: stream,
-                connection: trace.flatMap { bridge?.connection(for: $0) }
+                connection: trace.flatMap { bridge?.connection(for: $0) },
+                sentFields: headers
             )
         } catch {
             // A connection the TLS bridge refused reaches the client as a closed one.
@@ -147,7 +151,13 @@ extension Engine {
             do {
                 let head = try await stream.head()
                 noteVersion(head.version, of: origin)
-                return Exchange(head: head, body: ResponseBody(stream), stream: stream, connection: record)
+                return Exchange(
+                    head: head,
+                    body: ResponseBody(stream),
+                    stream: stream,
+                    connection: record,
+                    sentFields: headers
+                )
             } catch is HTTP2Connection.NotStarted where attempt < 3 {
                 stream.abandon()
             } catch {

@@ -174,12 +174,13 @@ extension Transfer {
         )
         let destination = Origin(url)
         let response: Engine.Exchange
+        var handed = false
         do {
             try await lease.hold(destination)
             origin.client.touch()
             ending.transaction.requestStartDate = Date()
             sent = currentRequest
-            logger.logHead(of: currentRequest)
+            handed = true
             response = try await exchange(
                 currentRequest,
                 body: hop.body,
@@ -188,10 +189,15 @@ extension Transfer {
                 decodesDownload: decodesDownload
             )
         } catch {
+            // No answer says which version it went over: the head as the request has it.
+            if handed { logger.logHead(of: currentRequest) }
             let typed = ferryError(from: error)
             ending.end(bodyBytesReceived: 0, failure: typed)
             return .event(.failed(error, typed, responded: false, cancelled: Task.isCancelled))
         }
+        // Logged once the answer's head says which version it went over (the same as the
+        // connection's), with the fields as sent.
+        logger.logHead(of: currentRequest, sentAs: response)
         origin.client.touch()
         let head = HTTPResponse(url: url, head: response.head)
         ending.transaction.responseStartDate = Date()
