@@ -153,7 +153,10 @@ struct DaemonCommand: AsyncParsableCommand {
             options.allowedDirectories = allowedDirectories
             options.retention.maximumAge = max(0, keepDays) * 86_400
             options.retention.maximumFinishedTasks = max(0, keepFinished)
-            var logger = Logger(label: "ferry.daemon") { label in StreamLogHandler.standardError(label: label) }
+            // Its lines go to the journal: no password or signature in them.
+            var logger = Logger(label: "ferry.daemon") { label in
+                RedactingLogHandler(StreamLogHandler.standardError(label: label))
+            }
             logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
             options.logger = logger
             let log = logger

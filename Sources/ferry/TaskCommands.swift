@@ -315,7 +315,7 @@ struct ListCommand: AsyncParsableCommand {
                 list = later
             }
             if json {
-                let rows = list.tasks.map { ListRow(task: $0, rate: $0.id.flatMap { rates[$0] }) }
+                let rows = list.tasks.map { ListRow(task: $0.withURLsRedacted, rate: $0.id.flatMap { rates[$0] }) }
                 print(String(decoding: try BackgroundAPI.encoder.encode(rows), as: UTF8.self))
                 return
             }
@@ -365,7 +365,7 @@ struct ListCommand: AsyncParsableCommand {
     /// One line a task, under a heading.
     static func table(_ tasks: [BackgroundTaskRecord], rates: [Int64: Double]) -> String {
         var text = "ID    STATE      BYTES         TOTAL         RATE/s       URL → FILE\n"
-        for task in tasks {
+        for task in tasks.map(\.withURLsRedacted) {
             let rate =
                 task.id.flatMap { rates[$0] }.map {
                     ByteCountFormatter.string(fromByteCount: Int64($0), countStyle: .binary)
@@ -534,7 +534,10 @@ struct WaitCommand: AsyncParsableCommand {
             case .failed:
                 if show { progress.finish() }
                 FileHandle.standardError.write(
-                    Data("ferry: task \(id) failed: \(task.errorMessage ?? "unknown")\n".utf8)
+                    Data(
+                        "ferry: task \(id) failed: \(Redaction.redactingURLs(in: task.errorMessage ?? "unknown"))\n"
+                            .utf8
+                    )
                 )
                 throw ExitCode(1)
             case .canceled:
