@@ -66,6 +66,7 @@ let package = Package(
             name: "Ferry",
             dependencies: [
                 "CFerrySystem",
+                "CFerryCodecs",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -100,6 +101,9 @@ let package = Package(
         ),
         // System calls Swift's Glibc module leaves out (fstatfs).
         .target(name: "CFerrySystem"),
+        // Brotli and Zstandard decoders from the system's libbrotlidec and libzstd, loaded on
+        // first use: building needs neither, and a machine without one does not offer it.
+        .target(name: "CFerryCodecs", linkerSettings: [.linkedLibrary("dl")]),
         // libcurl loaded on first use: Ferry's programs use URLRequest but never URLSession, so
         // linked "as needed" (scripts/build-release) they do not load libcurl at all.
         .target(name: "FerryLazyLibcurl", linkerSettings: [.linkedLibrary("dl")]),

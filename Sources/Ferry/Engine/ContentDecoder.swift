@@ -3,15 +3,26 @@ import NIOEmbedded
 import NIOHTTP1
 import NIOHTTPCompression
 
-/// Decodes a complete download's `gzip` or `deflate` body from one partial file into
-/// another, streaming, with NIO's HTTP decompressor, and with caps on what it inflates to.
+/// Decodes a complete download's `gzip` or `deflate` body (with NIO's HTTP decompressor),
+/// or its `br` or `zstd` body (with the system's libraries, ``StreamingDecoder``), from one
+/// partial file into another, streaming, with the same caps on what it inflates to.
 ///
 /// A download stores the body as the server coded it (ranges refer to those bytes), so the
 /// decoding happens once every byte is on disk, before the checksum and the move: the
 /// caller gets the decoded file or an error, never a file half of either.
-enum ContentDecoder {
-    /// The codings decoded.
-    static let codings: Set<String> = ["gzip", "x-gzip", "deflate"]
+package enum ContentDecoder {
+    /// The codings decoded: gzip and deflate always, br and zstd where their libraries are.
+    static let codings = Set(["gzip", "x-gzip", "deflate"]).union(
+        StreamingDecoder.Coding.allCases.filter(StreamingDecoder.isAvailable).map(\.rawValue)
+    )
+
+    /// `Accept-Encoding` for a download that asks for a coded body to be decoded once
+    /// complete: only what this machine decodes (`gzip, deflate, br, zstd` where both
+    /// libraries are), as curl's `--compressed` asks for what its build decodes.
+    package static let acceptEncoding =
+        (["gzip", "deflate"]
+        + StreamingDecoder.Coding.allCases.filter(StreamingDecoder.isAvailable).map(\.rawValue))
+        .joined(separator: ", ")
 
     /// The coding of `head`'s body, when it is one this decodes.
     static func coding(of head: HTTPResponse) -> String? {
@@ -36,6 +47,15 @@ enum ContentDecoder {
         maximumRatio: Int?,
         maximumSize: Int64?
     ) throws {
+        if let streamed = StreamingDecoder.Coding(rawValue: coding) {
+            return try decode(
+                source,
+                with: try StreamingDecoder(streamed),
+                into: output,
+                maximumRatio: maximumRatio,
+                maximumSize: maximumSize
+            )
+        }
         let channel = EmbeddedChannel()
         defer { _ = try? channel.finish() }
         let limit: NIOHTTPDecompression.DecompressionLimit = maximumRatio.map { .ratio($0) } ?? .none
@@ -87,5 +107,46 @@ enum ContentDecoder {
         } catch {
             throw FerryError(.badServerResponse, "The \(coding) body does not decode.", underlying: error)
         }
+    }
+
+    /// `decode` for `br` and `zstd`: the decoded bytes may outnumber the coded ones read so
+    /// far at most `maximumRatio` times, and reach at most `maximumSize`, as NIO's limits
+    /// hold gzip's; a stream that stops short is refused.
+    private static func decode(
+        _ source: PartialFile,
+        with decoder: StreamingDecoder,
+        into output: PartialFile,
+        maximumRatio: Int?,
+        maximumSize: Int64?
+    ) throws {
+        let coding = decoder.coding.rawValue
+        var input = [UInt8](repeating: 0, count: 256 * 1024)
+        var offset: Int64 = 0
+        var written: Int64 = 0
+        while true {
+            let count = try input.withUnsafeMutableBytes { try source.read(into: $0, at: offset) }
+            guard count > 0 else { break }
+            offset += Int64(count)
+            try input.withUnsafeBytes { coded in
+                try decoder.decode(UnsafeRawBufferPointer(rebasing: coded[..<count])) { decoded in
+                    let total = written + Int64(decoded.count)
+                    if let maximumSize, total > maximumSize {
+                        throw FerryError(
+                            .bodyTooLarge(limit: maximumSize),
+                            "The \(coding) body inflates past the \(maximumSize)-byte limit on the file."
+                        )
+                    }
+                    if let maximumRatio, total > Int64(maximumRatio) * offset {
+                        throw FerryError(
+                            .bodyTooLarge(limit: Int64(maximumRatio) * source.length),
+                            "The \(coding) body inflates more than \(maximumRatio)-fold (a decompression bomb?): refused."
+                        )
+                    }
+                    try output.write(decoded, at: written)
+                    written = total
+                }
+            }
+        }
+        try decoder.finish()
     }
 }

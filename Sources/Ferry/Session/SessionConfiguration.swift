@@ -124,8 +124,9 @@ public struct SessionConfiguration: Sendable {
     /// inflates. Off by default.
     ///
     /// Downloads fetch the bytes as stored (ranges refer to them; they ask for a coding only
-    /// when the request says so). With this on, a download that received a `gzip` or
-    /// `deflate` body decodes it once complete, before its ``SessionTask/checksum`` is
+    /// when the request says so). With this on, a download that received a `gzip`,
+    /// `deflate`, `br` or `zstd` body (the last two where the system has libbrotlidec and
+    /// libzstd; a zstd window up to 8 MiB, RFC 9659) decodes it once complete, before its ``SessionTask/checksum`` is
     /// checked and before it is moved: the file delivered is the decoded one. Its decoded
     /// size is capped by ``maximumDecompressionRatio`` and ``maximumFileSize``.
     public var automaticDecompression = false

@@ -1,0 +1,152 @@
+import Foundation
+import Testing
+
+/// `ferry get --compressed` with `br` and `zstd` beside `curl --compressed`, against Caddy
+/// (a server nobody here wrote) serving files it keeps precompressed by Debian's `brotli`
+/// and `zstd` tools: the same decoded files, bombs refused as gzip's are, a truncated
+/// stream refused (curl 7.88 keeps what it decoded of it and exits 0).
+@Suite("br and zstd against Caddy, beside curl", .serialized)
+struct CompressedCodingsTests {
+    static let curl = "/usr/bin/curl"
+    static var enabled: Bool {
+        let tools = ["/usr/bin/caddy", "/usr/bin/brotli", "/usr/bin/zstd", curl]
+        return tools.allSatisfy { FileManager.default.isExecutableFile(atPath: $0) }
+            || ProcessInfo.processInfo.environment["FERRY_REQUIRE_CADDY"] == "1"
+    }
+
+    /// Caddy serving `root`, preferring `zstd` then `br` where a `.zst` or `.br` sidecar is.
+    static func caddy(serving root: URL) async throws -> ServerProcess {
+        let caddyfile = """
+            {
+                admin off
+                auto_https off
+                storage file_system DIR/storage
+            }
+            http://127.0.0.1:PORT {
+                root * \(root.path)
+                file_server {
+                    precompressed zstd br
+                }
+            }
+            """
+        // Its configuration and data go to its own directory, not the home's.
+        return try await ServerProcess(
+            "/usr/bin/env",
+            [
+                "XDG_CONFIG_HOME=DIR", "XDG_DATA_HOME=DIR", "/usr/bin/caddy", "run", "--config", "DIR/Caddyfile",
+                "--adapter", "caddyfile",
+            ],
+            files: ["Caddyfile": caddyfile]
+        )
+    }
+
+    /// `file` with its `.br` and `.zst` sidecars.
+    static func precompress(_ file: URL) async throws {
+        for tool in [["/usr/bin/brotli", "-q", "5", "-k", "-f"], ["/usr/bin/zstd", "-q", "-k", "-f"]] {
+            let made = try await ProcessRunner.run(tool[0], Array(tool.dropFirst()) + [file.path])
+            try #require(made.status == 0, "\(tool[0]): \(made.stderrText)")
+        }
+    }
+
+    @Test(.enabled(if: enabled))
+    func eachCodingDecodesToTheSameFileAsCurls() async throws {
+        let root = try makeTemporaryDirectory("codings-root")
+        let original = root.appendingPathComponent("notes.txt")
+        let words = ["ferry", "river", "bank", "rope", "tide"]
+        var text = ""
+        // Text as text compresses, ten- to twentyfold: numbered lines.
+        for index in 0..<60_000 { text += "\(index * 7919 % 100_003) " + words[(index * 7 + index / 3) % 5] + "\n" }
+        try Data(text.utf8).write(to: original)
+        try await Self.precompress(original)
+        let caddy = try await Self.caddy(serving: root)
+        defer { caddy.stop() }
+        let url = "http://127.0.0.1:\(caddy.port)/notes.txt"
+        let expected = try Data(contentsOf: original)
+        let out = try makeTemporaryDirectory("codings-out")
+        for coding in ["br", "zstd"] {
+            let ours = out.appendingPathComponent("ferry-\(coding)")
+            let theirs = out.appendingPathComponent("curl-\(coding)")
+            let asked = ["-H", "Accept-Encoding: \(coding)", "-w", "%header{content-encoding}"]
+            let ferry = try await ProcessRunner.run(
+                ProcessRunner.ferry,
+                ["get", "-q", "--compressed", "-o", ours.path] + asked + [url]
+            )
+            let curl = try await ProcessRunner.run(
+                Self.curl,
+                ["-s", "--compressed", "-o", theirs.path] + asked + [url]
+            )
+            #expect(ferry.status == 0 && curl.status == 0, "\(coding): \(ferry.stderrText)")
+            #expect(ferry.stdoutText == coding && curl.stdoutText == coding, "Caddy sent \(coding)")
+            #expect(try Data(contentsOf: ours) == expected, "ferry's \(coding) file")
+            #expect(try Data(contentsOf: theirs) == expected, "curl's \(coding) file")
+        }
+        // Unasked, ferry offers what it decodes, as curl does; to a file the four codings.
+        let offered = try await ProcessRunner.run(
+            ProcessRunner.ferry,
+            ["get", "-v", "--compressed", "-o", out.appendingPathComponent("offered").path, url]
+        )
+        #expect(offered.status == 0)
+        #expect(offered.stderrText.contains("> Accept-Encoding: gzip, deflate, br, zstd\n"), "\(offered.stderrText)")
+        #expect(offered.stderrText.contains("< Content-Encoding: zstd\n"))
+        #expect(try Data(contentsOf: out.appendingPathComponent("offered")) == expected)
+        // To standard output the body decodes as it streams, through gzip and deflate only:
+        // br and zstd are not offered there.
+        let streamed = try await ProcessRunner.run(ProcessRunner.ferry, ["get", "-v", "--compressed", url])
+        #expect(streamed.status == 0)
+        #expect(streamed.stderrText.contains("> Accept-Encoding: gzip, deflate\n"), "\(streamed.stderrText)")
+        #expect(Data(streamed.stdoutText.utf8) == expected)
+    }
+
+    @Test(.enabled(if: enabled))
+    func bombsAndTruncatedStreamsLeaveNoFile() async throws {
+        let root = try makeTemporaryDirectory("codings-bombs")
+        // 20 MB of zeros: each coding makes it a few kilobytes (thousands-fold).
+        let zeros = root.appendingPathComponent("zeros.bin")
+        try Data(count: 20_000_000).write(to: zeros)
+        try await Self.precompress(zeros)
+        // A text whose zstd sidecar lost its second half.
+        let text = root.appendingPathComponent("cut.txt")
+        try Data((0..<200_000).map { "line \($0)\n" }.joined().utf8).write(to: text)
+        try await Self.precompress(text)
+        let zst = root.appendingPathComponent("cut.txt.zst")
+        let whole = try Data(contentsOf: zst)
+        try whole.prefix(whole.count / 2).write(to: zst)
+        let caddy = try await Self.caddy(serving: root)
+        defer { caddy.stop() }
+        let out = try makeTemporaryDirectory("codings-bombs-out")
+        for coding in ["br", "zstd"] {
+            let file = out.appendingPathComponent("zeros-\(coding)")
+            let ferry = try await ProcessRunner.run(
+                ProcessRunner.ferry,
+                [
+                    "get", "--compressed", "-H", "Accept-Encoding: \(coding)", "-o", file.path,
+                    "http://127.0.0.1:\(caddy.port)/zeros.bin",
+                ]
+            )
+            #expect(ferry.status == 63, "\(coding): \(ferry.stderrText)")
+            #expect(ferry.stderrText.contains("inflates more than 200-fold"), "\(ferry.stderrText)")
+            #expect(!FileManager.default.fileExists(atPath: file.path))
+            // --max-filesize is then the limit, as for gzip: 20 MB fit in 30M.
+            let allowed = try await ProcessRunner.run(
+                ProcessRunner.ferry,
+                [
+                    "get", "-q", "--compressed", "--max-filesize", "30M", "-H", "Accept-Encoding: \(coding)", "-o",
+                    file.path, "http://127.0.0.1:\(caddy.port)/zeros.bin",
+                ]
+            )
+            #expect(allowed.status == 0, "\(allowed.stderrText)")
+            #expect(try FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int == 20_000_000)
+        }
+        let cut = out.appendingPathComponent("cut")
+        let ferry = try await ProcessRunner.run(
+            ProcessRunner.ferry,
+            [
+                "get", "--compressed", "-H", "Accept-Encoding: zstd", "-o", cut.path,
+                "http://127.0.0.1:\(caddy.port)/cut.txt",
+            ]
+        )
+        #expect(ferry.status == 8, "\(ferry.stderrText)")
+        #expect(ferry.stderrText.contains("zstd body ends before its stream does"), "\(ferry.stderrText)")
+        #expect(!FileManager.default.fileExists(atPath: cut.path))
+    }
+}
