@@ -99,7 +99,7 @@ struct GetCommand: AsyncParsableCommand {
     @Flag(
         name: .customLong("compressed"),
         help:
-            "Ask for a gzip, deflate, br or zstd body (br and zstd where the system has libbrotli and libzstd; gzip and deflate only to standard output) and write it decoded (curl's --compressed). A body that inflates more than 200-fold is refused (without --max-filesize, which is then the only limit). A coded download is never continued with a range: it starts over."
+            "Ask for a gzip, deflate, br or zstd body (br and zstd where the system has libbrotli and libzstd) and write it decoded (curl's --compressed). A body that inflates more than 200-fold is refused (without --max-filesize, which is then the only limit). A coded download is never continued with a range: it starts over."
     )
     var compressed = false
 
@@ -266,7 +266,6 @@ struct GetCommand: AsyncParsableCommand {
         } catch {
             fail(error)
         }
-        let askedCoding = request.value(forHTTPHeaderField: "Accept-Encoding") != nil
         var configuration = downloadConfiguration(connections: split, request: &request)
         configuration.collectsConnectionMetrics = connectionMetrics || report?.needsConnectionMetrics == true
         do {
@@ -275,10 +274,6 @@ struct GetCommand: AsyncParsableCommand {
             ExitStatus.exit(with: error, json: json || noise.hidesErrors)
         }
         let destination = makeDestination(&configuration)
-        if compressed, !askedCoding, destination.isWrittenInOrder {
-            // Decoded as it streams, by the HTTP client: gzip and deflate only.
-            request.setValue("gzip, deflate", forHTTPHeaderField: "Accept-Encoding")
-        }
         if destination.isWrittenInOrder, let output, output != "-" {
             if checksum != nil {
                 fail(FerryError(.invalidRequest, "--checksum needs a regular file; '\(output)' is not one."))

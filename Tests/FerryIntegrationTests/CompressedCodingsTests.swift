@@ -1,5 +1,10 @@
+import Ferry
 import Foundation
 import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 
 /// `ferry get --compressed` with `br` and `zstd` beside `curl --compressed`, against Caddy
 /// (a server nobody here wrote) serving files it keeps precompressed by Debian's `brotli`
@@ -89,12 +94,67 @@ struct CompressedCodingsTests {
         #expect(offered.stderrText.contains("> Accept-Encoding: gzip, deflate, br, zstd\n"), "\(offered.stderrText)")
         #expect(offered.stderrText.contains("< Content-Encoding: zstd\n"))
         #expect(try Data(contentsOf: out.appendingPathComponent("offered")) == expected)
-        // To standard output the body decodes as it streams, through gzip and deflate only:
-        // br and zstd are not offered there.
-        let streamed = try await ProcessRunner.run(ProcessRunner.ferry, ["get", "-v", "--compressed", url])
-        #expect(streamed.status == 0)
-        #expect(streamed.stderrText.contains("> Accept-Encoding: gzip, deflate\n"), "\(streamed.stderrText)")
-        #expect(Data(streamed.stdoutText.utf8) == expected)
+        // To standard output the body decodes as it streams.
+        for coding in ["br", "zstd"] {
+            let streamed = try await ProcessRunner.run(
+                ProcessRunner.ferry,
+                ["get", "-q", "--compressed", "-H", "Accept-Encoding: \(coding)", url]
+            )
+            #expect(streamed.status == 0, "\(streamed.stderrText)")
+            #expect(streamed.stdout == expected, "\(coding) to standard output")
+        }
+    }
+
+    /// The library: data tasks and streamed bodies of a session that decodes
+    /// (`automaticDecompression`) ask for br and zstd and get them decoded, capped by
+    /// `maximumInMemoryBodySize` as gzip's are; a session that does not gets the bytes sent.
+    @Test(.enabled(if: enabled))
+    func dataTasksAndStreamsDecodeThemToo() async throws {
+        let root = try makeTemporaryDirectory("codings-data")
+        let original = root.appendingPathComponent("data.txt")
+        let text = (0..<40_000).map { "entry \($0 * 31 % 9973) of the log\n" }.joined()
+        try Data(text.utf8).write(to: original)
+        try await Self.precompress(original)
+        let zeros = root.appendingPathComponent("zeros.bin")
+        try Data(count: 8_000_000).write(to: zeros)
+        try await Self.precompress(zeros)
+        let caddy = try await Self.caddy(serving: root)
+        defer { caddy.stop() }
+        let url = try #require(URL(string: "http://127.0.0.1:\(caddy.port)/data.txt"))
+        var configuration = SessionConfiguration.ephemeral
+        configuration.automaticDecompression = true
+        configuration.maximumInMemoryBodySize = 4_000_000
+        let session = try Session(configuration: configuration)
+        defer { session.invalidateAndCancel() }
+        for coding in ["br", "zstd"] {
+            var request = URLRequest(url: url)
+            request.setValue(coding, forHTTPHeaderField: "Accept-Encoding")
+            let (data, response) = try await session.data(for: request)
+            #expect(response.headers["Content-Encoding"] == coding)
+            #expect(data == Data(text.utf8), "data(for:) decodes \(coding)")
+            let (bytes, _) = try await session.bytes(for: request)
+            var streamed = Data()
+            for try await chunk in bytes.chunks { streamed.append(contentsOf: chunk) }
+            #expect(streamed == Data(text.utf8), "bytes(for:) decodes \(coding)")
+            // 8 MB of zeros inflate past the 4 MB in memory: refused while they inflate.
+            var bomb = URLRequest(url: url.deletingLastPathComponent().appendingPathComponent("zeros.bin"))
+            bomb.setValue(coding, forHTTPHeaderField: "Accept-Encoding")
+            do {
+                _ = try await session.data(for: bomb)
+                Issue.record("\(coding): 8 MB of zeros passed a 4 MB limit")
+            } catch {
+                #expect(error.reason == .bodyTooLarge(limit: 4_000_000), "\(error)")
+            }
+        }
+        // Unasked, a decoding session offers what it decodes.
+        let (_, offered) = try await session.data(from: url)
+        #expect(offered.headers["Content-Encoding"] == "zstd")
+        // A session that does not decode sends identity and gets the bytes as stored.
+        let plain = try Session(configuration: .ephemeral)
+        defer { plain.invalidateAndCancel() }
+        let (stored, head) = try await plain.data(from: url)
+        #expect(head.headers["Content-Encoding"] == nil)
+        #expect(stored == Data(text.utf8))
     }
 
     @Test(.enabled(if: enabled))

@@ -119,9 +119,10 @@ public struct SessionConfiguration: Sendable {
     public var proxy: Proxy?
 
     /// Whether data and upload tasks ask for compressed responses (`Accept-Encoding: gzip,
-    /// deflate`, unless the request says otherwise) and decode them, as URLSession does. The
-    /// decoded body may not outgrow ``maximumInMemoryBodySize``: a "zip bomb" fails while it
-    /// inflates. Off by default.
+    /// deflate, br, zstd`, unless the request says otherwise; `br` and `zstd` only where the
+    /// system has libbrotlidec and libzstd, loaded on first use) and decode them, as
+    /// URLSession does. The decoded body may not outgrow ``maximumInMemoryBodySize``: a "zip
+    /// bomb" fails while it inflates. Off by default.
     ///
     /// Downloads fetch the bytes as stored (ranges refer to them; they ask for a coding only
     /// when the request says so). With this on, a download that received a `gzip`,

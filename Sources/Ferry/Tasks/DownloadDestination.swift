@@ -77,7 +77,7 @@ public struct DownloadDestination: Sendable {
     /// first. There is no partial file and no resume: a failure is retried (per the retry
     /// policy) only while no byte has been written, and is final after that. With
     /// ``SessionConfiguration/automaticDecompression`` the body is asked for with
-    /// `Accept-Encoding: gzip, deflate` and written decoded, as a data task's. The handle is
+    /// `Accept-Encoding` (gzip, deflate, and br and zstd where the system decodes them) and written decoded, as a data task's. The handle is
     /// not closed. The task's file URL is the handle's `/dev/fd/N`.
     public static func stream(to handle: FileHandle) -> DownloadDestination {
         DownloadDestination(

@@ -76,8 +76,59 @@ struct BodyReader {
     var limit: SizeLimit?
     /// The response the body belongs to, for the errors.
     var head: HTTPResponse?
+    /// A `br` or `zstd` body decoded on its way to the consumer (``Decoding/make(for:_:)``);
+    /// `announced` is then `nil` (it counts the coded bytes) and `read` counts decoded ones.
+    var decoding: Decoding?
     /// Bytes handed on so far.
     private(set) var read: Int64 = 0
+
+    /// The decoder of a `br` or `zstd` body, and the most it may decode to: a data task's
+    /// ``SessionConfiguration/maximumInMemoryBodySize``, the cap AsyncHTTPClient holds a
+    /// `gzip` or `deflate` body it decodes to (whatever its ratio).
+    struct Decoding {
+        let decoder: StreamingDecoder
+        let maximum: Int64
+        /// Coded bytes read.
+        var coded: Int64 = 0
+
+        /// The decoding of `head`'s body when the session decodes bodies
+        /// (``SessionConfiguration/automaticDecompression``) and it is `br` or `zstd`;
+        /// AsyncHTTPClient decodes `gzip` and `deflate` itself.
+        static func make(for head: HTTPResponse, _ configuration: SessionConfiguration) throws(FerryError) -> Decoding?
+        {
+            guard configuration.automaticDecompression,
+                let name = head.headers["Content-Encoding"]?.trimmingWhitespace().lowercased(),
+                let coding = StreamingDecoder.Coding(rawValue: name), StreamingDecoder.isAvailable(coding)
+            else { return nil }
+            return Decoding(decoder: try StreamingDecoder(coding), maximum: configuration.maximumInMemoryBodySize)
+        }
+
+        /// `chunk` decoded, refused past ``maximum``.
+        mutating func decode(_ chunk: ByteBuffer, after handedOn: Int64) throws -> ByteBuffer {
+            coded += Int64(chunk.readableBytes)
+            var decoded = ByteBuffer()
+            let maximum = maximum
+            let coding = decoder.coding.rawValue
+            try chunk.withUnsafeReadableBytes { bytes in
+                try decoder.decode(bytes) { piece in
+                    guard handedOn + Int64(decoded.readableBytes + piece.count) <= maximum else {
+                        throw FerryError(
+                            .bodyTooLarge(limit: maximum),
+                            "The \(coding) body inflates past \(maximum) bytes (maximumInMemoryBodySize)."
+                        )
+                    }
+                    decoded.writeBytes(piece)
+                }
+            }
+            return decoded
+        }
+
+        /// The end of the body: a coded stream must have ended with it (an empty body is
+        /// empty, whatever its coding says).
+        func finish() throws(FerryError) {
+            if coded > 0 { try decoder.finish() }
+        }
+    }
 
     /// Reads `body` to its end, handing every byte wanted to `consume` in order.
     ///
@@ -95,6 +146,7 @@ struct BodyReader {
                 chunk.moveReaderIndex(forwardBy: dropped)
                 skip -= Int64(dropped)
             }
+            if decoding != nil, chunk.readableBytes > 0 { chunk = try decoding!.decode(chunk, after: read) }
             let count = Int64(chunk.readableBytes)
             guard count > 0 else { continue }
             if let announced, read + count > announced {
@@ -104,6 +156,7 @@ struct BodyReader {
             try await consume(chunk)
             read += count
         }
+        try decoding?.finish()
         if requiresAnnounced, let announced, read < announced {
             throw FerryError(
                 .badServerResponse,

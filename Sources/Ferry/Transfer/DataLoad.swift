@@ -50,6 +50,7 @@ extension DataLoad {
         var reader = BodyReader(task: origin, limit: .memory(configuration.maximumInMemoryBodySize), head: head)
         // The announced length of a coded body is its coded size: refused only for the limit.
         try reader.limit?.refuse(announced: head.expectedContentLength, head: head)
+        reader.decoding = try .make(for: head, configuration)
         var data = Data()
         if let expected = head.expectedContentLength { data.reserveCapacity(Int(expected)) }
         let client = origin.client

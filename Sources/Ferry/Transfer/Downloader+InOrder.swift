@@ -71,6 +71,7 @@ extension Downloader {
             head: head
         )
         try reader.limit?.refuse(announced: expected, head: head)
+        reader.decoding = try .make(for: head, configuration)
         task.client.setDownloadPosition(0, expected: expected)
         var meter = ProgressMeter(task: task, direction: .written)
         try await reader.read(body) { chunk in

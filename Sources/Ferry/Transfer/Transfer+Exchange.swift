@@ -40,7 +40,7 @@ extension Transfer {
             decompressing = configuration.automaticDecompression
         }
         if decompressing || isDownload, !headers.contains(name: "Accept-Encoding") {
-            headers.add(name: "Accept-Encoding", value: decompressing ? "gzip, deflate" : "identity")
+            headers.add(name: "Accept-Encoding", value: decompressing ? ContentDecoder.acceptEncoding : "identity")
         }
         let task = origin
         let outgoing = Engine.Outgoing(

@@ -14,6 +14,7 @@ extension Transfer {
         sink.deliver(head)
         let task = origin
         var reader = BodyReader(task: task)
+        reader.decoding = try .make(for: head, configuration)
         try await reader.read(body) { chunk in
             chunk.withUnsafeReadableBytes { task.client.didReceive(data: $0, publishData: false) }
             try await sink.yield(chunk) { task.client.setQueued($0) }
