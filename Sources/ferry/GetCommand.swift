@@ -284,6 +284,20 @@ struct GetCommand: AsyncParsableCommand {
                 )
             }
         }
+        let key = output.map { URL(fileURLWithPath: $0).standardizedFileURL.path } ?? target.absoluteString
+        // What -c continues: Ferry's own bytes, or a file another program left (checked).
+        let earlier = continueDownload ? configuration.resumeStore?.resumeData(for: key) : nil
+        if continueDownload, earlier == nil, !compressed, !destination.isWrittenInOrder, let output,
+            await ForeignPartial.check(
+                output,
+                key: key,
+                request: request,
+                configuration: &configuration,
+                speak: !json && !noise.quiet
+            )
+        {
+            return
+        }
         let session: Session
         do {
             session = try Session(configuration: configuration)
@@ -315,7 +329,7 @@ struct GetCommand: AsyncParsableCommand {
         }
 
         let task = session.downloadTask(with: request, to: destination)
-        task.resumeKey = output.map { URL(fileURLWithPath: $0).standardizedFileURL.path } ?? target.absoluteString
+        task.resumeKey = key
         task.resumesFromStore = continueDownload && !destination.isWrittenInOrder
         task.checksum = checksum.flatMap { try? Checksum(parsing: $0) }
         let interrupted = InterruptFlag()
@@ -361,9 +375,13 @@ struct GetCommand: AsyncParsableCommand {
             fail(hint(for: error))
         }
         if speak, continueDownload, let continuedAt {
-            FileHandle.standardError.write(
-                Data("ferry: continued at byte \(continuedAt) (\(continuedAt) bytes kept)\n".utf8)
-            )
+            let said =
+                if continuedAt == 0, let earlier, earlier.bytesKept > 0 {
+                    "ferry: started over from byte 0: \(ForeignPartial.whyStartedOver(earlier, answer: task.response)); the \(earlier.bytesKept) bytes kept were not used\n"
+                } else {
+                    "ferry: continued at byte \(continuedAt) (\(continuedAt) bytes kept)\n"
+                }
+            FileHandle.standardError.write(Data(said.utf8))
         }
         if speak, remoteName, let file = task.fileURL {
             FileHandle.standardError.write(Data("saved \(file.path)\n".utf8))
