@@ -174,37 +174,28 @@ struct CompressedCodingsTests {
         let caddy = try await Self.caddy(serving: root)
         defer { caddy.stop() }
         let out = try makeTemporaryDirectory("codings-bombs-out")
+        /// `ferry get --compressed` of `path` in `coding` to `file`, with `options`.
+        func get(_ path: String, _ coding: String, to file: URL, _ options: [String] = []) async throws -> ProcessResult
+        {
+            try await ProcessRunner.run(
+                ProcessRunner.ferry,
+                ["get", "--compressed", "-H", "Accept-Encoding: \(coding)", "-o", file.path] + options
+                    + ["http://127.0.0.1:\(caddy.port)/\(path)"]
+            )
+        }
         for coding in ["br", "zstd"] {
             let file = out.appendingPathComponent("zeros-\(coding)")
-            let ferry = try await ProcessRunner.run(
-                ProcessRunner.ferry,
-                [
-                    "get", "--compressed", "-H", "Accept-Encoding: \(coding)", "-o", file.path,
-                    "http://127.0.0.1:\(caddy.port)/zeros.bin",
-                ]
-            )
+            let ferry = try await get("zeros.bin", coding, to: file)
             #expect(ferry.status == 63, "\(coding): \(ferry.stderrText)")
             #expect(ferry.stderrText.contains("inflates more than 200-fold"), "\(ferry.stderrText)")
             #expect(!FileManager.default.fileExists(atPath: file.path))
             // --max-filesize is then the limit, as for gzip: 20 MB fit in 30M.
-            let allowed = try await ProcessRunner.run(
-                ProcessRunner.ferry,
-                [
-                    "get", "-q", "--compressed", "--max-filesize", "30M", "-H", "Accept-Encoding: \(coding)", "-o",
-                    file.path, "http://127.0.0.1:\(caddy.port)/zeros.bin",
-                ]
-            )
+            let allowed = try await get("zeros.bin", coding, to: file, ["-q", "--max-filesize", "30M"])
             #expect(allowed.status == 0, "\(allowed.stderrText)")
             #expect(try FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int == 20_000_000)
         }
         let cut = out.appendingPathComponent("cut")
-        let ferry = try await ProcessRunner.run(
-            ProcessRunner.ferry,
-            [
-                "get", "--compressed", "-H", "Accept-Encoding: zstd", "-o", cut.path,
-                "http://127.0.0.1:\(caddy.port)/cut.txt",
-            ]
-        )
+        let ferry = try await get("cut.txt", "zstd", to: cut)
         #expect(ferry.status == 8, "\(ferry.stderrText)")
         #expect(ferry.stderrText.contains("zstd body ends before its stream does"), "\(ferry.stderrText)")
         #expect(!FileManager.default.fileExists(atPath: cut.path))

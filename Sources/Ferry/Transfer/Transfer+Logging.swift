@@ -10,33 +10,20 @@ import FoundationNetworking
 /// logger's messages carry the task's identifier (`ferry-task`); heads carry their text,
 /// credentials redacted, under `ferry-head` (`ferry get -v` prints them as `curl -v` does).
 extension Logger {
-    /// Logs a request's head as it goes out.
-    func logHead(of request: URLRequest) {
+    /// Logs a request's head: as `exchange` sent it when there is one (the fields that went
+    /// out: the session's, `Host`, `Accept-Encoding`; on the request line the version it went
+    /// over; over HTTP/2 its header block as curl shows it, `[HTTP/2] [:method: GET]`, …),
+    /// else as the request has it (no answer said which version it went over).
+    func logHead(of request: URLRequest, sentAs exchange: Engine.Exchange? = nil) {
         debug(
             "request",
             metadata: [
                 "method": "\(request.method.rawValue)",
                 "url": "\(request.url?.absoluteString ?? "")",
                 HeadText.kindKey: "request",
-                HeadText.key: "\(HeadText.request(request))",
-            ]
-        )
-    }
-
-    /// Logs a request's head as `exchange` sent it: the fields that went out (the
-    /// session's, `Host`, `Accept-Encoding`), on the request line the version it went over;
-    /// over HTTP/2, its header block as curl shows it (`[HTTP/2] [:method: GET]`, …) too.
-    func logHead(of request: URLRequest, sentAs exchange: Engine.Exchange) {
-        debug(
-            "request",
-            metadata: [
-                "method": "\(request.method.rawValue)",
-                "url": "\(request.url?.absoluteString ?? "")",
-                HeadText.kindKey: "request",
-                HeadText.key:
-                    "\(HeadText.request(request, fields: exchange.sentFields, version: exchange.head.version))",
+                HeadText.key: "\(HeadText.request(request, sentAs: exchange))",
                 HeadText.notesKey:
-                    "\(HeadText.http2Notes(request, fields: exchange.sentFields, version: exchange.head.version))",
+                    "\(exchange.map { HeadText.http2Notes(request, fields: $0.sentFields, version: $0.head.version) } ?? "")",
             ]
         )
     }
@@ -67,6 +54,12 @@ enum HeadText {
     static let notesKey = "ferry-head-notes"
     /// The credential fields, and the cookies a response sets.
     static let secretFields = HeaderFields.credentialNames.union(["set-cookie"])
+
+    /// The head as `exchange` sent it, or as `request` has it.
+    static func request(_ request: URLRequest, sentAs exchange: Engine.Exchange?) -> String {
+        guard let exchange else { return Self.request(request) }
+        return Self.request(request, fields: exchange.sentFields, version: exchange.head.version)
+    }
 
     static func request(_ request: URLRequest) -> String {
         var lines: [String] = []
