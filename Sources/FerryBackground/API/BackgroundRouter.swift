@@ -10,10 +10,22 @@ struct BackgroundRouter: Sendable {
     /// ``allowedDirectories`` with links resolved, once.
     private let resolvedDirectories: [String]
 
-    init(daemon: BackgroundDaemon, allowedDirectories: [URL]) {
+    /// Whether a task's URLs are shown with their passwords and signatures `REDACTED`
+    /// (``BackgroundTaskRecord/withURLsRedacted``), as to people on the web page; the socket
+    /// gives them as stored to its own user (a background session reattaching its tasks
+    /// needs them). Credential headers are never shown either way.
+    let redactsURLs: Bool
+
+    init(daemon: BackgroundDaemon, allowedDirectories: [URL], redactsURLs: Bool = false) {
         self.daemon = daemon
         self.allowedDirectories = allowedDirectories
+        self.redactsURLs = redactsURLs
         resolvedDirectories = PathConfinement.resolved(allowedDirectories)
+    }
+
+    /// `task` as this router shows it.
+    private func shown(_ task: BackgroundTaskRecord) -> BackgroundTaskRecord {
+        redactsURLs ? task.withURLsRedacted : task.redacted
     }
 
     struct Response: Sendable {
@@ -62,7 +74,7 @@ struct BackgroundRouter: Sendable {
                 fields: BackgroundAPI.AddTask.fields
             )
             let record = try validate(request)
-            return Response(status: 201, body: Self.json(try await daemon.add(record).redacted))
+            return Response(status: 201, body: Self.json(shown(try await daemon.add(record))))
         case ("POST", .batch):
             let batch = try BackgroundAPI.decodeBatch(body)
             var records: [BackgroundTaskRecord] = []
@@ -101,7 +113,7 @@ struct BackgroundRouter: Sendable {
             case "cancel": task = try await found(id) { try await $0.cancel($1) }
             default: throw BackgroundAPI.Failure.notFound("No action '\(action)' (pause, resume, cancel).")
             }
-            return Response(status: 200, body: Self.json(task.redacted))
+            return Response(status: 200, body: Self.json(shown(task)))
         case ("GET", .sessions):
             return Response(
                 status: 200,
@@ -195,7 +207,7 @@ struct BackgroundRouter: Sendable {
     /// `tasks` as a client sees them: with live progress, and with credentials redacted.
     private func live(_ tasks: [BackgroundTaskRecord]) async -> [BackgroundTaskRecord] {
         var result: [BackgroundTaskRecord] = []
-        for task in tasks { result.append(await daemon.reported(task.redacted)) }
+        for task in tasks { result.append(await daemon.reported(shown(task))) }
         for index in result.indices where result[index].state == .running {
             if let id = result[index].id, let progress = await daemon.liveProgress(id) {
                 result[index].bytesReceived = max(result[index].bytesReceived, progress.received)

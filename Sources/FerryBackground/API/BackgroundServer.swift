@@ -113,7 +113,8 @@ package final class BackgroundServer: Sendable {
         let bound = acceptor.port
         let server = BackgroundServer(
             acceptor: acceptor,
-            router: BackgroundRouter(daemon: daemon, allowedDirectories: allowedDirectories),
+            // The web page is read by people: no password or signature of a URL in it.
+            router: BackgroundRouter(daemon: daemon, allowedDirectories: allowedDirectories, redactsURLs: true),
             socketPath: WebAddress.url(host: host, port: bound),
             web: (WebGate(token: token, host: host, port: bound), WebPage(saveTo: saveTo)),
             metrics: metrics
