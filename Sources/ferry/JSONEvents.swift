@@ -19,6 +19,11 @@ enum JSONEvents {
                 "event": "redirect", "status": response.statusCode,
                 "location": request.url?.absoluteString ?? "",
             ])
+        case .informationalResponse(let response):
+            var fields: [String: Any] = ["event": "informational", "status": response.statusCode]
+            let links = response.headers.values(for: "Link")
+            if !links.isEmpty { fields["link"] = links }
+            emit(fields)
         case .response(let response):
             var fields: [String: Any] = [
                 "event": "response", "status": response.statusCode, "url": response.url.absoluteString,

@@ -94,6 +94,7 @@ extension TaskEvent {
         case .resumed: "resumed"
         case .suspended: "suspended"
         case .willRedirect: "willRedirect"
+        case .informationalResponse: "informationalResponse"
         case .response: "response"
         case .data: "data"
         case .sentBodyData: "sentBodyData"

@@ -1,11 +1,21 @@
 import Ferry
 import FerryTestServer
 import Foundation
+import Synchronization
 import Testing
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+
+/// Keeps the interim responses the delegate hears.
+final class InterimDelegate: SessionDelegate {
+    let heard = Mutex<[HTTPResponse]>([])
+
+    func session(_ session: Session, task: SessionTask, didReceiveInformationalResponse response: HTTPResponse) {
+        heard.withLock { $0.append(response) }
+    }
+}
 
 /// hyper-h2 (PyPI's `h2`) serving over TLS the frames nginx never sends (Support/h2_frames.py).
 enum HyperH2 {
@@ -28,19 +38,80 @@ enum HyperH2 {
 struct HTTP2FrameTests {
     /// Starts the server with a certificate from a CA of its own; `body` gets a session that
     /// trusts it and the server's base URL.
-    func withServer(_ body: (Session, String, ServerProcess) async throws -> Void) async throws {
+    func withServer(
+        delegate: (any SessionDelegate)? = nil,
+        _ body: (Session, String, ServerProcess) async throws -> Void
+    ) async throws {
         let directory = try makeTemporaryDirectory("h2-frames")
         defer { try? FileManager.default.removeItem(at: directory) }
         let ca = try TestPKI(name: "Ferry hyper-h2 CA \(UUID().uuidString.prefix(8))")
         let (certificate, key) = try ca.issueServerIdentity(for: ["127.0.0.1"]).writePEMFiles(in: directory)
+        try ca.certificatePEM.write(to: directory.appendingPathComponent("ca.pem"), atomically: true, encoding: .utf8)
         let server = try await ServerProcess(
             "/usr/bin/env",
             ["python3", HyperH2.script.path, "PORT", certificate.path, key.path]
         )
         defer { server.stop() }
-        let session = try makeSession { $0.tls.trustRoots = .custom(pem: ca.certificatePEM) }
+        let session = try makeSession(delegate: delegate) { $0.tls.trustRoots = .custom(pem: ca.certificatePEM) }
         defer { session.invalidateAndCancel() }
-        try await body(session, "https://127.0.0.1:\(server.port)", server)
+        try await Self.$caFile.withValue(directory.appendingPathComponent("ca.pem")) {
+            try await body(session, "https://127.0.0.1:\(server.port)", server)
+        }
+    }
+
+    /// The server's CA as a PEM file, inside ``withServer(delegate:_:)``.
+    @TaskLocal static var caFile: URL?
+
+    /// `103 Early Hints` before the answer (RFC 8297): told as an event and to the
+    /// delegate, its `link` field not taken for the final response's; `ferry get -v` shows
+    /// it as `curl -v` does.
+    @Test func earlyHintsAreToldAndNotTakenForTheAnswer() async throws {
+        let delegate = InterimDelegate()
+        try await withServer(delegate: delegate) { session, base, _ in
+            let url = try #require(URL(string: base + "/early-hints?size=1000"))
+            let task = session.dataTask(with: URLRequest(url: url))
+            let events = task.events
+            task.resume()
+            var seen: [TaskEvent] = []
+            for await event in events {
+                seen.append(event)
+                if case .completed = event { break }
+            }
+            #expect(task.error == nil)
+            let names = seen.map(\.name)
+            let interim = try #require(names.firstIndex(of: "informationalResponse"), "\(names)")
+            #expect(interim < (names.firstIndex(of: "response") ?? 0), "\(names)")
+            guard case .informationalResponse(let hints) = seen[interim] else { return }
+            #expect(hints.statusCode == 103)
+            #expect(hints.headers["Link"] == "</style.css>; rel=preload; as=style")
+            #expect(task.response?.statusCode == 200)
+            #expect(task.response?.headers["Link"] == nil, "103's fields taken for the answer's")
+            for _ in 0..<500 where delegate.heard.withLock({ $0.isEmpty }) {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            #expect(delegate.heard.withLock { $0.map(\.statusCode) } == [103])
+
+            let ca = try #require(Self.caFile).path
+            let out = try makeTemporaryDirectory("h2-hints-out").appendingPathComponent("body")
+            let ours = try await ProcessRunner.run(
+                ProcessRunner.ferry,
+                ["get", "-v", "--cacert", ca, "-o", out.path, url.absoluteString]
+            )
+            let theirs = try await ProcessRunner.run(
+                "/usr/bin/curl",
+                ["-s", "-v", "--cacert", ca, "-o", out.path, url.absoluteString]
+            )
+            #expect(ours.status == 0, "\(ours.stderrText)")
+            for line in ["< HTTP/2 103", "< link: </style.css>; rel=preload; as=style", "< HTTP/2 200"] {
+                #expect(ours.stderrText.contains(line + "\n"), "ferry: \(line)\n\(ours.stderrText)")
+                #expect(
+                    theirs.stderrText.split(whereSeparator: \.isNewline).contains {
+                        $0.trimmingCharacters(in: .whitespaces) == line
+                    },
+                    "curl: \(line)\n\(theirs.stderrText)"
+                )
+            }
+        }
     }
 
     /// Padded frames, empty frames between, trailers and no `content-length`: each body

@@ -121,14 +121,17 @@ struct HTTP2RouterStateTests {
         #expect(state.payload(id, count: 1) == .reset(.protocolError, .contentLength))
     }
 
-    @Test func interimResponsesAreNotTheAnswer() {
+    @Test func interimResponsesAreToldNotTakenForTheAnswer() {
         var state = Self.state()
         _ = state.open(1, isHead: false)
-        for status in ["100", "103"] {
-            guard case .none = state.headers(Self.block([(":status", status)]), endStream: false, on: 1) else {
-                Issue.record("\(status) taken for the answer")
+        for status in [100, 103] {
+            let block = Self.block([(":status", "\(status)"), ("link", "</a.css>; rel=preload")])
+            guard case .interim(_, let head) = state.headers(block, endStream: false, on: 1) else {
+                Issue.record("\(status) taken for the answer, or not told")
                 return
             }
+            #expect(head.status.code == status)
+            #expect(head.headers["link"] == ["</a.css>; rel=preload"])
         }
         // DATA after an interim response is still DATA before the answer.
         #expect(
@@ -137,6 +140,22 @@ struct HTTP2RouterStateTests {
         )
         guard case .answer = state.headers(Self.ok, endStream: false, on: 1) else {
             Issue.record("the final answer was not taken")
+            return
+        }
+    }
+
+    /// An interim response cannot end its stream: there is no answer then (RFC 9113 §8.1).
+    @Test func anInterimResponseThatEndsTheStreamIsMalformed() {
+        var state = Self.state()
+        _ = state.open(1, isHead: false)
+        guard
+            case .reset(.protocolError, .malformedResponse) = state.headers(
+                Self.block([(":status", "103")]),
+                endStream: true,
+                on: 1
+            )
+        else {
+            Issue.record("a 103 with END_STREAM was not refused")
             return
         }
     }

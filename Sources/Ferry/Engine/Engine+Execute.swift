@@ -24,6 +24,9 @@ extension Engine {
         /// How long it may take to connect when that is longer than the session allows
         /// (``Engine/connectLimit(covering:)``); `nil` for the session's limit.
         var connectLimit: Int? = nil
+        /// Told each interim (1xx) response before the answer, where the connection reports
+        /// them (Ferry's own HTTP/2 connections).
+        var onInformational: (@Sendable (HTTPResponseHead) -> Void)? = nil
     }
 
     /// A response head, its body, and what is known of the way it came.
@@ -75,7 +78,11 @@ extension Engine {
                 connection: request.connection,
                 connectLimit: request.connectLimit
             )
-            let stream = ResponseStream(readAhead: readAhead(for: origin), onActivity: onActivity)
+            let stream = ResponseStream(
+                readAhead: readAhead(for: origin),
+                onActivity: onActivity,
+                onInformational: request.onInformational
+            )
             let eventLoop = eventLoop(for: routeOrigin)
             var body: HTTPClient.Body?
             if let chunks = request.body {
@@ -146,7 +153,11 @@ extension Engine {
                     connectLimit: request.connectLimit
                 )
             else { return nil }
-            let stream = ResponseStream(readAhead: readAhead(for: origin), onActivity: onActivity)
+            let stream = ResponseStream(
+                readAhead: readAhead(for: origin),
+                onActivity: onActivity,
+                onInformational: request.onInformational
+            )
             let record = connection.start(block, into: stream)
             do {
                 let head = try await stream.head()

@@ -102,9 +102,24 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
     /// This stream's read-ahead (``readAhead`` or a share of it).
     private let readAheadBytes: Int
 
-    init(readAhead: Int = ResponseStream.readAhead, onActivity: @escaping @Sendable () -> Void) {
+    /// Told each interim (1xx) response that comes before the answer.
+    private let onInformational: (@Sendable (HTTPResponseHead) -> Void)?
+
+    init(
+        readAhead: Int = ResponseStream.readAhead,
+        onActivity: @escaping @Sendable () -> Void,
+        onInformational: (@Sendable (HTTPResponseHead) -> Void)? = nil
+    ) {
         self.readAheadBytes = max(Self.minimumReadAhead, readAhead)
         self.onActivity = onActivity
+        self.onInformational = onInformational
+    }
+
+    /// An interim (1xx) response arrived (`103 Early Hints`): not the answer. Only Ferry's
+    /// own HTTP/2 connections report them; AsyncHTTPClient drops them.
+    func receivedInformational(_ head: HTTPResponseHead) {
+        onActivity()
+        onInformational?(head)
     }
 
     /// Starts `request` on `client` (its body, if any, fed by ``pump``), the delegate called

@@ -55,11 +55,13 @@ extension HTTP2Router {
 
         /// What the router does about a header block.
         enum HeadersAction {
-            /// Nothing: an interim response, trailers that do not end the stream, or a
-            /// stream that is over.
+            /// Nothing: trailers that do not end the stream, or a stream that is over.
             case none
             /// Hand `head` to the reader; the stream ends with it when `endsStream`.
             case answer(Sink, HTTPResponseHead, endsStream: Bool)
+            /// An interim (1xx) response, `103 Early Hints` or `100 Continue`: told to the
+            /// reader, not the answer.
+            case interim(Sink, HTTPResponseHead)
             /// The stream ended successfully (trailers with `END_STREAM`).
             case end
             /// Fail the stream and send `RST_STREAM` with this code.
@@ -174,11 +176,16 @@ extension HTTP2Router {
             guard let status = block.first(name: ":status").flatMap({ Int($0) }) else {
                 return .reset(.protocolError, .malformedResponse)
             }
-            // An interim response (103 Early Hints, 100 Continue) is not the answer.
-            if (100..<200).contains(status) { return .none }
             var fields = HTTPHeaders()
             fields.reserveCapacity(block.count)
             for (name, value, _) in block where !name.hasPrefix(":") { fields.add(name: name, value: value) }
+            // An interim response (103 Early Hints, 100 Continue) is not the answer; one that
+            // ends the stream is malformed (RFC 9113 §8.1).
+            if (100..<200).contains(status) {
+                if endStream { return .reset(.protocolError, .malformedResponse) }
+                let head = HTTPResponseHead(version: .http2, status: .init(statusCode: status), headers: fields)
+                return .interim(streams.values[index].sink, head)
+            }
             guard let announced = Self.announcedLength(fields, status: status, isHead: streams.values[index].isHead)
             else {
                 return .reset(.protocolError, .malformedResponse)

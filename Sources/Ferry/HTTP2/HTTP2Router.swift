@@ -219,6 +219,8 @@ final class HTTP2Router: ChannelInboundHandler {
         case .answer(let sink, let head, let endsStream):
             sink.received(head)
             if endsStream { end(id, .success(())) }
+        case .interim(let sink, let head):
+            sink.receivedInformational(head)
         case .end:
             end(id, .success(()))
         case .reset(let code, let violation):

@@ -67,6 +67,10 @@ public protocol SessionDelegate: AnyObject, Sendable {
     func session(_ session: Session, didReceive challenge: ServerTrustChallenge) async -> ServerTrustDisposition
     /// What the task's requests took; called once, just before its completion.
     func session(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics)
+    /// An interim (1xx) response arrived before the final one, such as `103 Early Hints`
+    /// (``TaskEvent/informationalResponse(_:)``), as URLSession's delegate hears it. The
+    /// default does nothing.
+    func session(_ session: Session, task: SessionTask, didReceiveInformationalResponse response: HTTPResponse)
     /// A data task's response is about to be stored in the session's ``ResponseCache``;
     /// return it (changed or not) to store, or `nil` to store nothing.
     func session(
@@ -158,6 +162,11 @@ extension SessionDelegate {
         didReceive challenge: AuthenticationChallenge
     ) async -> ChallengeDisposition { .performDefaultHandling }
     public func session(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics) {}
+    public func session(
+        _ session: Session,
+        task: SessionTask,
+        didReceiveInformationalResponse response: HTTPResponse
+    ) {}
     public func session(
         _ session: Session,
         didReceive challenge: ServerTrustChallenge

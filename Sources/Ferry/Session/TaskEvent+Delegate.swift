@@ -49,6 +49,8 @@ extension TaskEvent {
             if let dataTask = task as? DataTask { delegate?.session(session, dataTask: dataTask, didBecome: download) }
         case .becameStreamTask(let stream):
             if let dataTask = task as? DataTask { delegate?.session(session, dataTask: dataTask, didBecome: stream) }
+        case .informationalResponse(let response):
+            delegate?.session(session, task: task, didReceiveInformationalResponse: response)
         case .finishedCollectingMetrics(let metrics):
             delegate?.session(session, task: task, didFinishCollecting: metrics)
         case .completed(let error):

@@ -6,8 +6,8 @@ public import FoundationNetworking
 
 /// Something that happened to one task. Every API style is fed from these.
 ///
-/// Per task, events arrive in this order: `resumed`, then any `willRedirect`, then
-/// `response`, then `data` / `sentBodyData` / `wroteData` (interleaved with `suspended` /
+/// Per task, events arrive in this order: `resumed`, then any `willRedirect` and
+/// `informationalResponse`, then `response`, then `data` / `sentBodyData` / `wroteData` (interleaved with `suspended` /
 /// `resumed`), then for downloads `finishedDownloading` and `movedDownload` (or
 /// `failedToMoveDownload`), and last exactly one `completed`.
 ///
@@ -21,6 +21,12 @@ public enum TaskEvent: Sendable {
     case suspended
     /// A redirect is being followed with `newRequest`.
     case willRedirect(response: HTTPResponse, newRequest: URLRequest)
+    /// An interim (1xx) response arrived before the final one: `103 Early Hints` (its `Link`
+    /// fields name what the final response will need), `100 Continue`. Its fields are not
+    /// the final response's. Like URLSession's `didReceiveInformationalResponse`; reported
+    /// by Ferry's own HTTP/2 connections (AsyncHTTPClient, which carries HTTP/1.1, drops
+    /// them).
+    case informationalResponse(HTTPResponse)
     /// The final response head arrived.
     case response(HTTPResponse)
     /// Body bytes arrived (data and upload tasks).

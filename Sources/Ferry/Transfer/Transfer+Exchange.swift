@@ -51,7 +51,12 @@ extension Transfer {
             body: body.map { CountingChunks(base: $0.chunks(), task: task, length: $0.length, throttle: throttle) },
             decompressing: decompressing,
             connection: connection,
-            connectLimit: engine.connectLimit(covering: options.idleTimeout)
+            connectLimit: engine.connectLimit(covering: options.idleTimeout),
+            onInformational: { [logger] head in
+                let interim = HTTPResponse(url: url, head: head)
+                logger.logHead(of: interim)
+                task.client.publish(.informationalResponse(interim))
+            }
         )
         var exchange = try await engine.execute(outgoing) { task.client.touch() }
         exchange.body.throttle = throttle

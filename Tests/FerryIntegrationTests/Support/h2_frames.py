@@ -5,6 +5,7 @@
 #   /padded        every frame padded, the pad length going round 0..255 (RFC 9113 §6.1)
 #   /empty-between an empty DATA frame after every frame with data
 #   /trailers      the body, then a trailer section (HEADERS with END_STREAM)
+#   /early-hints   a 103 Early Hints head (link: </style.css>; rel=preload; as=style) first
 #   /plain         no content-length
 #   /short         content-length 10 more than the body
 #   /long          content-length 10 less than the body
@@ -59,7 +60,7 @@ def plan(path, size):
         items = [item for chunk in chunks for item in (("data", chunk, None), ("empty",))] + [("end",)]
     elif route == "/trailers":
         items = [("data", chunk, None) for chunk in chunks] + [("trailers", [("x-checksum", "none")])]
-    elif route in ("/plain", "/short", "/long"):
+    elif route in ("/plain", "/short", "/long", "/early-hints"):
         items = [("data", chunk, None) for chunk in chunks] + [("end",)]
     elif route == "/overflow":
         items = [("overflow",)]
@@ -130,6 +131,9 @@ def serve(sock):
                 initial = conn.remote_settings.initial_window_size
                 print(f"granted {event.stream_id} {initial}", flush=True)
                 head, items = plan(fields[":path"], 3 << 20)
+                if fields[":path"].startswith("/early-hints"):
+                    hints = [(":status", "103"), ("link", "</style.css>; rel=preload; as=style")]
+                    conn.send_headers(event.stream_id, hints)
                 if fields[":method"] == "HEAD" or items is None:
                     conn.send_headers(event.stream_id, head, end_stream=True)
                 else:
