@@ -306,11 +306,13 @@ struct GetCommand: AsyncParsableCommand {
         }
         let showProgress = !noise.quiet && !json && isatty(STDERR_FILENO) == 1
         let json = self.json
+        let verbose = connection.verbose
         let events = session.events
         let reporter = Task {
             var progress = ProgressLine()
             for await case .task(let task, let event) in events {
                 if json { JSONEvents.emit(event) }
+                if verbose, case .trailers(let fields) = event { VerboseLog.show(trailers: fields) }
                 guard showProgress else { continue }
                 switch event {
                 case .wroteData(_, let total, let expected):

@@ -19,6 +19,8 @@ enum JSONEvents {
                 "event": "redirect", "status": response.statusCode,
                 "location": request.url?.absoluteString ?? "",
             ])
+        case .trailers(let fields):
+            emit(["event": "trailers", "fields": Dictionary(fields.map { ($0.name, $0.value) }) { $1 }])
         case .informationalResponse(let response):
             var fields: [String: Any] = ["event": "informational", "status": response.statusCode]
             let links = response.headers.values(for: "Link")

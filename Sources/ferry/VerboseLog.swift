@@ -1,3 +1,4 @@
+import Ferry
 import Foundation
 import Logging
 import Synchronization
@@ -14,6 +15,12 @@ enum VerboseLog {
 
     /// Serializes writes so that the lines of one head stay together.
     private static let output = Mutex(())
+
+    /// A response's trailer fields, after its body, as `curl -v` shows them (`< name: value`).
+    static func show(trailers: HeaderFields) {
+        let text = trailers.map { "< \($0.name): \($0.value)\n" }.joined()
+        output.withLock { _ in FileHandle.standardError.write(Data(text.utf8)) }
+    }
 
     struct Handler: LogHandler {
         var logLevel: Logger.Level = .debug

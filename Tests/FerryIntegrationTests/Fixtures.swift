@@ -96,6 +96,7 @@ extension TaskEvent {
         case .willRedirect: "willRedirect"
         case .informationalResponse: "informationalResponse"
         case .response: "response"
+        case .trailers: "trailers"
         case .data: "data"
         case .sentBodyData: "sentBodyData"
         case .wroteData: "wroteData"

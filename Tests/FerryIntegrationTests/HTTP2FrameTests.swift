@@ -62,6 +62,46 @@ struct HTTP2FrameTests {
     /// The server's CA as a PEM file, inside ``withServer(delegate:_:)``.
     @TaskLocal static var caFile: URL?
 
+    /// A trailer section after the body: an event after the last byte and before the end,
+    /// for data tasks and downloads, its fields the server's; `ferry get -v` shows them.
+    @Test func trailersAreToldAfterTheBody() async throws {
+        try await withServer { session, base, _ in
+            let url = try #require(URL(string: base + "/trailers?size=100000"))
+            for kind in ["data", "download"] {
+                let task: SessionTask =
+                    kind == "data"
+                    ? session.dataTask(with: URLRequest(url: url))
+                    : session.downloadTask(
+                        with: URLRequest(url: url),
+                        to: .file(try makeTemporaryDirectory("h2-trailers").appendingPathComponent("t.bin"))
+                    )
+                let events = task.events
+                task.resume()
+                var seen: [TaskEvent] = []
+                for await event in events {
+                    seen.append(event)
+                    if case .completed = event { break }
+                }
+                #expect(task.error == nil, "\(kind)")
+                let names = seen.map(\.name)
+                let at = try #require(names.firstIndex(of: "trailers"), "\(kind): \(names)")
+                #expect(at > (names.lastIndex(of: "data") ?? names.lastIndex(of: "wroteData") ?? 0), "\(names)")
+                #expect(at < (names.firstIndex(of: "completed") ?? 0))
+                guard case .trailers(let fields) = seen[at] else { return }
+                #expect(fields["x-checksum"] == "none", "\(kind)")
+            }
+            let ca = try #require(Self.caFile).path
+            let out = try makeTemporaryDirectory("h2-trailers-out").appendingPathComponent("body")
+            let ours = try await ProcessRunner.run(
+                ProcessRunner.ferry,
+                ["get", "-v", "--cacert", ca, "-o", out.path, url.absoluteString]
+            )
+            #expect(ours.status == 0, "\(ours.stderrText)")
+            // As curl -v shows a chunked body's trailers (curl 7.88 shows none of HTTP/2's).
+            #expect(ours.stderrText.contains("< x-checksum: none\n"), "\(ours.stderrText)")
+        }
+    }
+
     /// `103 Early Hints` before the answer (RFC 8297): told as an event and to the
     /// delegate, its `link` field not taken for the final response's; `ferry get -v` shows
     /// it as `curl -v` does.

@@ -164,7 +164,11 @@ struct HTTP2RouterStateTests {
         var state = Self.state()
         let id = Self.answered(&state)
         guard case .none = state.headers(Self.block([("x-checksum", "1")]), endStream: false, on: id),
-            case .end = state.headers(Self.block([("x-checksum", "1")]), endStream: true, on: id)
+            case .trailers(_, let fields) = state.headers(
+                Self.block([("x-checksum", "1"), (":status", "200")]),
+                endStream: true,
+                on: id
+            ), fields["x-checksum"] == ["1"], !fields.contains(name: ":status")
         else {
             Issue.record("trailers taken for an answer")
             return

@@ -55,6 +55,8 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
         var wakeTimer: Scheduled<Void>?
         var abandoned = false
         var requestSentAt: Date?
+        /// The response's trailer fields, once they came (Ferry's own HTTP/2 connections).
+        var trailers: HTTPHeaders?
         /// The request has a body (fed by the pump).
         var sendsBody = false
         /// Body bytes still to come of an answer of 300 or more to a request with a body:
@@ -114,6 +116,15 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
         self.onActivity = onActivity
         self.onInformational = onInformational
     }
+
+    /// The response's trailer section arrived, before its end. Only Ferry's own HTTP/2
+    /// connections report them; AsyncHTTPClient's delegate API drops them.
+    func receivedTrailers(_ fields: HTTPHeaders) {
+        state.withLock { $0.trailers = fields }
+    }
+
+    /// The response's trailer fields, once its body ended with them.
+    var trailers: HTTPHeaders? { state.withLock { $0.trailers } }
 
     /// An interim (1xx) response arrived (`103 Early Hints`): not the answer. Only Ferry's
     /// own HTTP/2 connections report them; AsyncHTTPClient drops them.
@@ -380,6 +391,13 @@ struct ResponseBody: AsyncSequence, Sendable {
 
     /// Bytes handed out so far by iterators of this body.
     var bytesRead: Int64 { tally.value }
+
+    /// The trailer fields the body ended with, once it has (`nil`: none came, or the
+    /// connection does not report them).
+    var trailers: HTTPHeaders? {
+        if case .stream(let stream) = source { return stream.trailers }
+        return nil
+    }
 
     /// Stops reading: closes the connection unless the response is complete.
     func abandon() {

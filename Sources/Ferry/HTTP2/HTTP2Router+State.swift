@@ -62,8 +62,10 @@ extension HTTP2Router {
             /// An interim (1xx) response, `103 Early Hints` or `100 Continue`: told to the
             /// reader, not the answer.
             case interim(Sink, HTTPResponseHead)
-            /// The stream ended successfully (trailers with `END_STREAM`).
-            case end
+            /// The stream ended successfully with a trailer section (`HEADERS` with
+            /// `END_STREAM` after the answer), whose fields (pseudo-fields left out, §8.1)
+            /// the reader is told.
+            case trailers(Sink, HTTPHeaders)
             /// Fail the stream and send `RST_STREAM` with this code.
             case reset(HTTP2ErrorCode, Violation)
         }
@@ -172,7 +174,12 @@ extension HTTP2Router {
         /// A header block arrived on stream `id`.
         mutating func headers(_ block: HPACKHeaders, endStream: Bool, on id: HTTP2StreamID) -> HeadersAction {
             guard let index = streams.index(forKey: id) else { return .none }
-            if streams.values[index].answered { return endStream ? .end : .none }
+            if streams.values[index].answered {
+                guard endStream else { return .none }
+                var trailers = HTTPHeaders()
+                for (name, value, _) in block where !name.hasPrefix(":") { trailers.add(name: name, value: value) }
+                return .trailers(streams.values[index].sink, trailers)
+            }
             guard let status = block.first(name: ":status").flatMap({ Int($0) }) else {
                 return .reset(.protocolError, .malformedResponse)
             }

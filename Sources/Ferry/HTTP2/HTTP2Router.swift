@@ -221,7 +221,8 @@ final class HTTP2Router: ChannelInboundHandler {
             if endsStream { end(id, .success(())) }
         case .interim(let sink, let head):
             sink.receivedInformational(head)
-        case .end:
+        case .trailers(let sink, let fields):
+            sink.receivedTrailers(fields)
             end(id, .success(()))
         case .reset(let code, let violation):
             reset(id, code, violation)

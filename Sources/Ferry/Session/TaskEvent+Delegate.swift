@@ -56,8 +56,8 @@ extension TaskEvent {
         case .completed(let error):
             delegate?.session(session, task: task, didCompleteWithError: error)
             task.client.takeCompletionHandler()?(task, error)
-        case .resumed, .suspended, .willRedirect, .response, .movedDownload, .failedToMoveDownload, .willRetry,
-            .segments:
+        case .resumed, .suspended, .willRedirect, .response, .trailers, .movedDownload, .failedToMoveDownload,
+            .willRetry, .segments:
             break
         }
     }

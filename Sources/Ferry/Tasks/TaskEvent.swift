@@ -29,6 +29,10 @@ public enum TaskEvent: Sendable {
     case informationalResponse(HTTPResponse)
     /// The final response head arrived.
     case response(HTTPResponse)
+    /// The response's trailer fields (RFC 9110 §6.5: checksums, gRPC statuses, sent after
+    /// the body), once its last byte was read and before the task completes. Reported by
+    /// Ferry's own HTTP/2 connections; AsyncHTTPClient's, which carry HTTP/1.1, drop them.
+    case trailers(HeaderFields)
     /// Body bytes arrived (data and upload tasks).
     case data(Data)
     /// Request body bytes were handed to the connection. `totalBytesExpectedToSend` is

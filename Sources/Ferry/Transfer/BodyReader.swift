@@ -157,6 +157,9 @@ struct BodyReader {
             read += count
         }
         try decoding?.finish()
+        if let task, let trailers = body.trailers, !trailers.isEmpty {
+            task.client.publish(.trailers(HeaderFields(trailers.map { (name: $0.name, value: $0.value) })))
+        }
         if requiresAnnounced, let announced, read < announced {
             throw FerryError(
                 .badServerResponse,
