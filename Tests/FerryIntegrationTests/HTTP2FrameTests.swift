@@ -59,6 +59,18 @@ struct HTTP2FrameTests {
         }
     }
 
+    /// Resumes `task` and returns its events up to its completion.
+    static func events(of task: SessionTask) async -> [TaskEvent] {
+        let events = task.events
+        task.resume()
+        var seen: [TaskEvent] = []
+        for await event in events {
+            seen.append(event)
+            if case .completed = event { break }
+        }
+        return seen
+    }
+
     /// The server's CA as a PEM file, inside ``withServer(delegate:_:)``.
     @TaskLocal static var caFile: URL?
 
@@ -75,13 +87,7 @@ struct HTTP2FrameTests {
                         with: URLRequest(url: url),
                         to: .file(try makeTemporaryDirectory("h2-trailers").appendingPathComponent("t.bin"))
                     )
-                let events = task.events
-                task.resume()
-                var seen: [TaskEvent] = []
-                for await event in events {
-                    seen.append(event)
-                    if case .completed = event { break }
-                }
+                let seen = await Self.events(of: task)
                 #expect(task.error == nil, "\(kind)")
                 let names = seen.map(\.name)
                 let at = try #require(names.firstIndex(of: "trailers"), "\(kind): \(names)")
@@ -110,13 +116,7 @@ struct HTTP2FrameTests {
         try await withServer(delegate: delegate) { session, base, _ in
             let url = try #require(URL(string: base + "/early-hints?size=1000"))
             let task = session.dataTask(with: URLRequest(url: url))
-            let events = task.events
-            task.resume()
-            var seen: [TaskEvent] = []
-            for await event in events {
-                seen.append(event)
-                if case .completed = event { break }
-            }
+            let seen = await Self.events(of: task)
             #expect(task.error == nil)
             let names = seen.map(\.name)
             let interim = try #require(names.firstIndex(of: "informationalResponse"), "\(names)")
