@@ -81,6 +81,15 @@ struct BodyReader {
     var decoding: Decoding?
     /// Bytes handed on so far.
     private(set) var read: Int64 = 0
+    /// The trailer fields the body ended with, once read (Ferry's own HTTP/2 connections
+    /// report them).
+    private(set) var trailers: HeaderFields?
+
+    /// Publishes ``trailers`` as the task's ``TaskEvent/trailers(_:)``: called by the
+    /// consumer once its last progress event is out, so that the event follows the body's.
+    func publishTrailers() {
+        if let task, let trailers { task.client.publish(.trailers(trailers)) }
+    }
 
     /// The decoder of a `br` or `zstd` body, and the most it may decode to: a data task's
     /// ``SessionConfiguration/maximumInMemoryBodySize``, the cap AsyncHTTPClient holds a
@@ -157,8 +166,8 @@ struct BodyReader {
             read += count
         }
         try decoding?.finish()
-        if let task, let trailers = body.trailers, !trailers.isEmpty {
-            task.client.publish(.trailers(HeaderFields(trailers.map { (name: $0.name, value: $0.value) })))
+        if let fields = body.trailers, !fields.isEmpty {
+            trailers = HeaderFields(fields.map { (name: $0.name, value: $0.value) })
         }
         if requiresAnnounced, let announced, read < announced {
             throw FerryError(

@@ -60,5 +60,6 @@ struct BodyWriter {
         }
         try await aside?.finish()
         meter.finish()
+        reader.publishTrailers()
     }
 }

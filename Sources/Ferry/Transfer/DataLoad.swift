@@ -60,6 +60,7 @@ extension DataLoad {
                 client.didReceive(data: bytes, publishData: true)
             }
         }
+        reader.publishTrailers()
         guard origin.client.transferWillFinish() else { throw CancellationError() }
         return .data(data)
     }

@@ -79,5 +79,6 @@ extension Downloader {
             meter.add(Int64(chunk.readableBytes))
         }
         meter.finish()
+        reader.publishTrailers()
     }
 }

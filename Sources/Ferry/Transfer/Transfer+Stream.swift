@@ -19,6 +19,7 @@ extension Transfer {
             chunk.withUnsafeReadableBytes { task.client.didReceive(data: $0, publishData: false) }
             try await sink.yield(chunk) { task.client.setQueued($0) }
         }
+        reader.publishTrailers()
         guard task.client.transferWillFinish() else { throw CancellationError() }
         return .streamed
     }
