@@ -122,12 +122,16 @@ extension ForeignPartial {
     /// the session resume without a validator when the server gave none (the overlap was
     /// the check). Says what it found unless `speak` is false.
     ///
+    /// - Parameter replaces: whether the download may replace the file (`-o`, `--clobber`);
+    ///   otherwise a file that cannot be continued is left as it is, and the download then
+    ///   refuses to overwrite it.
     /// - Returns: `true` when the file is the server's whole file already (nothing to do).
     static func check(
         _ output: String,
         key: String,
         request: URLRequest,
         configuration: inout SessionConfiguration,
+        replaces: Bool = true,
         speak: Bool
     ) async -> Bool {
         let file = URL(fileURLWithPath: output)
@@ -155,8 +159,8 @@ extension ForeignPartial {
             say(speak, "ferry: '\(output)' is complete already (\(bytes) bytes, its last \(overlap) the server's)")
             return true
         case .startsOver(let reason):
-            said =
-                "ferry: '\(output)' was not written by ferry and cannot be continued: \(reason); downloading it again from byte 0"
+            let then = replaces ? "downloading it again from byte 0" : "left as it is (--clobber downloads it again)"
+            said = "ferry: '\(output)' was not written by ferry and cannot be continued: \(reason); \(then)"
         case .unknown:
             said = nil
         }

@@ -102,7 +102,15 @@ extension GetCommand {
         for (attempt, url) in job.urls.enumerated() {
             source = url
             do {
-                let task = try prepare(job, source: url, continuing: continueDownload || attempt > 0, in: context)
+                guard
+                    let task = try await prepare(
+                        job,
+                        source: url,
+                        continuing: continueDownload || attempt > 0,
+                        first: attempt == 0,
+                        in: context
+                    )
+                else { return 0 }
                 running.add(task)
                 task.resume()
                 await task.completed()
@@ -140,13 +148,16 @@ extension GetCommand {
     }
 
     /// The download task for `job` from `source`, in the session of the context's sessions
-    /// that its configuration calls for.
+    /// that its configuration calls for; `nil` when `-c` finds the job's named file (`out=`)
+    /// complete already. With `-c`, a file of that name another program left is checked
+    /// first (``ForeignPartial``), before the `first` source.
     private func prepare(
         _ job: DownloadJob,
         source: String,
         continuing: Bool,
+        first: Bool,
         in context: JobContext
-    ) throws -> DownloadTask {
+    ) async throws -> DownloadTask? {
         guard var request = CommandRequest.make(url: source, method: .get, headers: headers + job.headers),
             let target = request.url
         else {
@@ -177,15 +188,26 @@ extension GetCommand {
         configuration.downloadsDirectory = folder
         configuration.resumeStore = ResumeStore(directory: folder)
         let replacing: DownloadDestination.Options = clobber ? [.removePreviousFile] : []
+        let named = job.output.map { folder.appendingPathComponent($0, isDirectory: false) }
         let destination: DownloadDestination =
-            job.output.map { .file(folder.appendingPathComponent($0, isDirectory: false), options: replacing) }
-            ?? .directory(folder, options: replacing)
+            named.map { .file($0, options: replacing) } ?? .directory(folder, options: replacing)
+        // One key for every mirror of the file: the next continues what the last kept.
+        let key = named?.standardizedFileURL.path ?? job.urls[0]
+        if continueDownload, first, !compressed, let named,
+            await ForeignPartial.check(
+                named.path,
+                key: key,
+                request: request,
+                configuration: &configuration,
+                replaces: clobber,
+                speak: !noise.quiet
+            )
+        {
+            return nil
+        }
         let task = try context.sessions.session(for: configuration).downloadTask(with: request, to: destination)
         task.maximumBytesPerSecond = rate
-        // One key for every mirror of the file: the next continues what the last kept.
-        task.resumeKey =
-            job.output.map { folder.appendingPathComponent($0, isDirectory: false).standardizedFileURL.path }
-            ?? job.urls[0]
+        task.resumeKey = key
         task.resumesFromStore = continuing
         task.checksum = try job.checksum.map { text throws(FerryError) in try Checksum(parsing: text) }
         return task

@@ -86,6 +86,47 @@ struct ForeignPartialTests {
         #expect(try Data(contentsOf: ignored) == expected)
     }
 
+    /// The same check for each named file of an input list (`-i`, `out=`).
+    @Test(.enabled(if: enabled))
+    func eachNamedFileOfAListIsCheckedToo() async throws {
+        let root = try makeTemporaryDirectory("foreign-list-root")
+        try await makeRandomFile(root.appendingPathComponent("a.bin"), mebibytes: 1)
+        try await makeRandomFile(root.appendingPathComponent("b.bin"), mebibytes: 1)
+        let nginx = try await Nginx(serving: root)
+        defer { nginx.stop() }
+        let out = try makeTemporaryDirectory("foreign-list-out")
+        let a = try Data(contentsOf: root.appendingPathComponent("a.bin"))
+        let b = try Data(contentsOf: root.appendingPathComponent("b.bin"))
+        // a: the first half of the server's; b: the first half of another file.
+        try a.prefix(500_000).write(to: out.appendingPathComponent("a.bin"))
+        try a.prefix(500_000).write(to: out.appendingPathComponent("b.bin"))
+        let base = "http://127.0.0.1:\(nginx.port)"
+        let list = out.appendingPathComponent("list.txt")
+        try "\(base)/a.bin\n out=a.bin\n\(base)/b.bin\n out=b.bin\n".write(to: list, atomically: true, encoding: .utf8)
+        let result = try await ProcessRunner.run(
+            ProcessRunner.ferry,
+            ["get", "-c", "-i", list.path, "--dir", out.path]
+        )
+        // A list never overwrites a file without --clobber: b is left as it was, and said so.
+        #expect(result.status == 23, "\(result.stderrText)")
+        #expect(try Data(contentsOf: out.appendingPathComponent("a.bin")) == a)
+        #expect(try Data(contentsOf: out.appendingPathComponent("b.bin")) == a.prefix(500_000))
+        #expect(result.stderrText.contains("a.bin' was not written by ferry; its last 65536 bytes are the server's"))
+        #expect(
+            result.stderrText.contains(
+                "b.bin' was not written by ferry and cannot be continued: its last 65536 bytes are not the server's; left as it is (--clobber downloads it again)"
+            ),
+            "\(result.stderrText)"
+        )
+        let clobbered = try await ProcessRunner.run(
+            ProcessRunner.ferry,
+            ["get", "-c", "--clobber", "-i", list.path, "--dir", out.path]
+        )
+        #expect(clobbered.status == 0, "\(clobbered.stderrText)")
+        #expect(try Data(contentsOf: out.appendingPathComponent("b.bin")) == b)
+        #expect(clobbered.stderrText.contains("downloading it again from byte 0"))
+    }
+
     /// Ferry's own kept bytes, continued against a server that ignores Range: it says that
     /// the server did (was "continued at byte 0 (0 bytes kept)").
     @Test(.enabled(if: enabled))
