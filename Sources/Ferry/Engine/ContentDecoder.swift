@@ -12,16 +12,12 @@ import NIOHTTPCompression
 /// caller gets the decoded file or an error, never a file half of either.
 package enum ContentDecoder {
     /// The codings decoded: gzip and deflate always, br and zstd where their libraries are.
-    static let codings = Set(["gzip", "x-gzip", "deflate"]).union(
-        StreamingDecoder.Coding.allCases.filter(StreamingDecoder.isAvailable).map(\.rawValue)
-    )
+    static let codings = Set(["gzip", "x-gzip", "deflate"]).union(StreamingDecoder.available.map(\.rawValue))
 
     /// `Accept-Encoding` for a download that asks for a coded body to be decoded once
     /// complete: only what this machine decodes (`gzip, deflate, br, zstd` where both
     /// libraries are), as curl's `--compressed` asks for what its build decodes.
-    package static let acceptEncoding =
-        (["gzip", "deflate"]
-        + StreamingDecoder.Coding.allCases.filter(StreamingDecoder.isAvailable).map(\.rawValue))
+    package static let acceptEncoding = (["gzip", "deflate"] + StreamingDecoder.available.map(\.rawValue))
         .joined(separator: ", ")
 
     /// The coding of `head`'s body, when it is one this decodes.

@@ -22,6 +22,9 @@ final class StreamingDecoder {
     /// use, so a decoder's memory stays bounded whatever the server sends.
     static let zstdWindowLogMax: Int32 = 23
 
+    /// The codings whose libraries are on this machine, looked for once.
+    static let available = Coding.allCases.filter(isAvailable)
+
     /// Whether the library of `coding` is on this machine.
     static func isAvailable(_ coding: Coding) -> Bool {
         switch coding {

@@ -105,9 +105,8 @@ struct BodyReader {
         /// AsyncHTTPClient decodes `gzip` and `deflate` itself.
         static func make(for head: HTTPResponse, _ configuration: SessionConfiguration) throws(FerryError) -> Decoding?
         {
-            guard configuration.automaticDecompression,
-                let name = head.headers["Content-Encoding"]?.trimmingWhitespace().lowercased(),
-                let coding = StreamingDecoder.Coding(rawValue: name), StreamingDecoder.isAvailable(coding)
+            guard configuration.automaticDecompression, let name = ContentDecoder.coding(of: head),
+                let coding = StreamingDecoder.Coding(rawValue: name)
             else { return nil }
             return Decoding(decoder: try StreamingDecoder(coding), maximum: configuration.maximumInMemoryBodySize)
         }
